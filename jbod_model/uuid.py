@@ -1,0 +1,103 @@
+"""Kafka's 128-bit ``Uuid``: two signed 64-bit halves, printed as 22 characters of unpadded base64url.
+
+Mirrors ``org.apache.kafka.common.Uuid`` (clients). Ordering is Kafka's ``compareTo``: the most significant half as
+a *signed* long, then the least significant half as a signed long — so ids whose first character is in ``g..z``,
+``0..9``, ``-`` or ``_`` (top bit set) sort before ids starting ``A..f``. Brokers' online-directory lists are kept in
+this order, and the image reproduces it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from dataclasses import dataclass
+from functools import total_ordering
+
+from jbod_model.errors import InputError
+
+_MASK64 = (1 << 64) - 1
+
+
+def _signed64(value: int) -> int:
+    value &= _MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True)
+class Uuid:
+    """A Kafka Uuid held as ``(msb, lsb)``, both signed 64-bit integers as in Java."""
+
+    msb: int
+    lsb: int
+
+    def __post_init__(self) -> None:
+        if not (-(1 << 63) <= self.msb < 1 << 63 and -(1 << 63) <= self.lsb < 1 << 63):
+            raise InputError(f"Uuid halves must be signed 64-bit integers, got ({self.msb}, {self.lsb})")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Uuid:
+        """The Uuid of 16 big-endian bytes (msb first), as on the wire."""
+        if len(data) != 16:
+            raise InputError(f"A Uuid is 16 bytes, got {len(data)}")
+        return cls(int.from_bytes(data[:8], "big", signed=True), int.from_bytes(data[8:], "big", signed=True))
+
+    @classmethod
+    def from_int(cls, value: int) -> Uuid:
+        """The Uuid whose 128-bit unsigned value is ``value`` (msb in the high bits)."""
+        return cls(_signed64(value >> 64), _signed64(value))
+
+    @classmethod
+    def from_string(cls, text: str) -> Uuid:
+        """Mirrors ``Uuid.fromString``: at most 24 characters, base64url with optional padding, exactly 16 bytes."""
+        if not isinstance(text, str):
+            raise InputError(f"A Uuid string must be a str, got {type(text).__name__}")
+        if len(text) > 24:
+            raise InputError(f"Input string with prefix `{text[:24]}` is too long to be decoded as a base64 UUID")
+        # Java's URL-safe decoder rejects '+' and '/' and any other character outside the alphabet.
+        stripped = text.rstrip("=")
+        if any(c not in _B64URL for c in stripped) or len(text) - len(stripped) > 2:
+            raise InputError(f"Input string `{text}` is not a valid base64url string")
+        try:
+            data = base64.urlsafe_b64decode(stripped + "=" * (-len(stripped) % 4))
+        except (binascii.Error, ValueError) as e:
+            raise InputError(f"Input string `{text}` is not a valid base64url string: {e}") from e
+        if len(data) != 16:
+            raise InputError(f"Input string `{text}` decoded as {len(data)} bytes, which is not equal to the "
+                             "expected 16 bytes of a base64-encoded UUID")
+        return cls.from_bytes(data)
+
+    @classmethod
+    def random(cls) -> Uuid:
+        """Mirrors ``Uuid.randomUuid``: a random v4 id, re-drawn while it is ZERO/ONE or prints with a leading '-'."""
+        while True:
+            raw = bytearray(secrets.token_bytes(16))
+            raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+            raw[8] = (raw[8] & 0x3F) | 0x80  # IETF variant
+            u = cls.from_bytes(bytes(raw))
+            if u not in (ZERO_UUID, ONE_UUID) and not str(u).startswith("-"):
+                return u
+
+    def to_bytes(self) -> bytes:
+        """16 big-endian bytes, msb first (the wire form)."""
+        return self.msb.to_bytes(8, "big", signed=True) + self.lsb.to_bytes(8, "big", signed=True)
+
+    def __str__(self) -> str:
+        return base64.urlsafe_b64encode(self.to_bytes()).rstrip(b"=").decode("ascii")
+
+    def __repr__(self) -> str:
+        return f"Uuid({self})"
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Uuid):
+            return NotImplemented
+        return (self.msb, self.lsb) < (other.msb, other.lsb)
+
+
+_B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+ZERO_UUID = Uuid(0, 0)
+ONE_UUID = Uuid(0, 1)
+#: The topic id of ``__cluster_metadata`` (``Uuid.METADATA_TOPIC_ID``), the same value as ``ONE_UUID``.
+METADATA_TOPIC_ID = ONE_UUID
