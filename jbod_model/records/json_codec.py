@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from jbod_model.errors import InputError
 from jbod_model.records.metadata import (
@@ -155,7 +155,7 @@ def record_from_json(obj: Mapping[str, Any], where: str = "") -> Record:
             raise InputError(f"{label}: 'payload' is not base64: {e}") from e
         return OpaqueRecord(api_key=api_key, version=version, type_name=type_name, data=obj.get("data"),
                             payload=raw)
-    return message_from_json(cls, obj.get("data"), version, f"{label} {type_name} v{version}")
+    return cast(Record, message_from_json(cls, obj.get("data"), version, f"{label} {type_name} v{version}"))
 
 
 def dumps(obj: Any) -> str:

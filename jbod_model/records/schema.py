@@ -12,6 +12,7 @@ arrays ``[]T`` of those, and ``[]struct`` / ``struct`` with ``FieldSpec.struct``
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class FieldSpec:
     tag: int | None = None
     nullable_min: int | None = None
     default: Any = None
-    struct: type[Message] | None = None
+    struct: builtins.type[Message] | None = None
     aliases: tuple[str, ...] = ()
     name: str = ""  # the Python attribute name, filled in by fields_of()
 

@@ -1,0 +1,385 @@
+"""Replay: the only way an image changes. Mirrors ``org.apache.kafka.image.MetadataDelta`` (``replay`` per record,
+``apply`` to a new image) with the controller-side consistency checks of ``ClusterControlManager.replay`` and
+``ReplicationControlManager.replay`` — a record those would refuse is a :class:`ReplayFault` naming the record and
+its offset.
+
+Replay is batch-boundary invariant: applying a record list through any split into deltas gives the same image
+(a property test checks this, as Kafka's ``RecordTestUtils`` harness does). :class:`Replayer` adds Kafka's
+metadata-transaction handling (``MetadataBatchLoader``): records between Begin/EndTransactionRecord become visible
+together, and an AbortTransactionRecord discards them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from jbod_model.errors import ReplayFault
+from jbod_model.image import (
+    EMPTY_IMAGE,
+    BrokerRegistration,
+    ClusterImage,
+    ConfigResourceType,
+    ConfigurationsImage,
+    FeaturesImage,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    BrokerRegistrationFencingChange,
+    BrokerRegistrationInControlledShutdownChange,
+    ConfigRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    NoOpRecord,
+    OpaqueRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RegisterControllerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    ZkMigrationStateRecord,
+)
+from jbod_model.uuid import Uuid
+
+_REMOVED = None
+
+
+@dataclass(slots=True)
+class _TopicChange:
+    """Pending changes to one topic (``TopicDelta``)."""
+
+    name: str
+    id: Uuid
+    base: dict[int, PartitionRegistration] | None  # None for a topic created in this delta
+    changed: dict[int, PartitionRegistration] = field(default_factory=dict)
+
+    def get(self, partition_id: int) -> PartitionRegistration | None:
+        part = self.changed.get(partition_id)
+        if part is None and self.base is not None:
+            part = self.base.get(partition_id)
+        return part
+
+
+class MetadataDelta:
+    """Changes accumulated on top of an image. Mirrors ``MetadataDelta``: ``replay`` each record, then ``apply``.
+
+    Only the families touched are rebuilt by :meth:`apply`; everything else is shared with the base image.
+    """
+
+    __slots__ = ("_base", "_brokers", "_configs", "_features", "_last_offset", "_removed_topics", "_topics")
+
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE) -> None:
+        self._base = image
+        self._features: dict[str, int | None] = {}
+        self._brokers: dict[int, BrokerRegistration | None] = {}
+        self._topics: dict[Uuid, _TopicChange] = {}
+        self._removed_topics: dict[Uuid, str] = {}
+        self._configs: dict[tuple[int, str], dict[str, str | None] | None] = {}
+        self._last_offset = image.last_offset
+
+    # -- lookups that see pending changes -------------------------------------------------------------------
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        if broker_id in self._brokers:
+            return self._brokers[broker_id]
+        return self._base.cluster.brokers.get(broker_id)
+
+    def _topic(self, topic_id: Uuid) -> _TopicChange | None:
+        change = self._topics.get(topic_id)
+        if change is not None:
+            return change
+        if topic_id in self._removed_topics:
+            return None
+        topic = self._base.topics.by_id.get(topic_id)
+        if topic is None:
+            return None
+        change = _TopicChange(name=topic.name, id=topic.id, base=dict(topic.partitions))
+        self._topics[topic_id] = change
+        return change
+
+    def _topic_id_by_name(self, name: str) -> Uuid | None:
+        for change in self._topics.values():
+            if change.name == name:
+                return change.id
+        tid = self._base.topics.by_name.get(name)
+        return None if tid is None or tid in self._removed_topics else tid
+
+    # -- replay ----------------------------------------------------------------------------------------------
+
+    def replay(self, record: Record, offset: int | None = None) -> None:
+        """Apply one record to the delta (``MetadataDelta.replay``). Raises ReplayFault with the offset set."""
+        try:
+            self._replay(record)
+        except ReplayFault as fault:
+            raise fault.located(offset=offset) from None
+        if offset is not None:
+            self._last_offset = offset
+
+    def _replay(self, record: Record) -> None:
+        match record:
+            case NoOpRecord():
+                pass
+            case RegisterBrokerRecord():
+                self._replay_register_broker(record)
+            case UnregisterBrokerRecord():
+                self._require_epoch(record, record.broker_id, record.broker_epoch)
+                self._brokers[record.broker_id] = _REMOVED
+            case FenceBrokerRecord():
+                reg = self._require_epoch(record, record.id, record.epoch)
+                self._brokers[record.id] = replace(reg, fenced=True)
+            case UnfenceBrokerRecord():
+                reg = self._require_epoch(record, record.id, record.epoch)
+                self._brokers[record.id] = replace(reg, fenced=False)
+            case BrokerRegistrationChangeRecord():
+                self._replay_registration_change(record)
+            case TopicRecord():
+                self._replay_topic(record)
+            case PartitionRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+                change.changed[record.partition_id] = PartitionRegistration.from_record(record)
+            case PartitionChangeRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+                prev = change.get(record.partition_id)
+                if prev is None:
+                    raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}",
+                                      record=record)
+                change.changed[record.partition_id] = prev.merge(record)
+            case RemoveTopicRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id} to remove", record=record)
+                del self._topics[record.topic_id]
+                self._removed_topics[record.topic_id] = change.name
+                # MetadataDelta.replay(RemoveTopicRecord) also drops the topic's configs.
+                self._configs[(ConfigResourceType.TOPIC, change.name)] = None
+            case FeatureLevelRecord():
+                self._features[record.name] = record.feature_level if record.feature_level != 0 else None
+            case ConfigRecord():
+                key = (record.resource_type, record.resource_name)
+                pending = self._configs.get(key)
+                if pending is None:
+                    base = {} if key in self._configs else dict(self._base.configs.resources.get(key, {}))
+                    pending = dict[str, str | None](base)
+                    self._configs[key] = pending
+                pending[record.name] = record.value
+            case (ProducerIdsRecord() | ZkMigrationStateRecord() | RegisterControllerRecord()
+                  | BeginTransactionRecord() | EndTransactionRecord() | AbortTransactionRecord()
+                  | OpaqueRecord()):
+                # No effect on what this model images (controllers, producer ids, ZK migration, ACLs, quotas…).
+                pass
+
+    def _require_epoch(self, record: Record, broker_id: int, epoch: int) -> BrokerRegistration:
+        """``ClusterControlManager`` refuses broker records for an unknown broker or another epoch (R4.3, I7)."""
+        reg = self.broker(broker_id)
+        if reg is None:
+            raise ReplayFault(f"no broker registration found for broker {broker_id}", record=record)
+        if reg.epoch != epoch:
+            raise ReplayFault(f"no broker registration with epoch {epoch} found for broker {broker_id} "
+                              f"(current epoch {reg.epoch})", record=record)
+        return reg
+
+    def _replay_register_broker(self, record: RegisterBrokerRecord) -> None:
+        """``ClusterControlManager.replay(RegisterBrokerRecord)`` + ``updateDirectories`` (R4.1): a directory may
+        belong to one broker only."""
+        new = BrokerRegistration.from_record(record)
+        for directory in new.directories:
+            for other_id, other in self._all_brokers():
+                if other_id != new.id and directory in other.directories:
+                    raise ReplayFault(f"directory {directory} is already assigned to broker {other_id}",
+                                      record=record)
+        self._brokers[new.id] = new
+
+    def _all_brokers(self) -> Iterable[tuple[int, BrokerRegistration]]:
+        for broker_id, reg in self._base.cluster.brokers.items():
+            if broker_id not in self._brokers:
+                yield broker_id, reg
+        for broker_id, maybe in self._brokers.items():
+            if maybe is not None:
+                yield broker_id, maybe
+
+    def _replay_registration_change(self, record: BrokerRegistrationChangeRecord) -> None:
+        """``ClusterControlManager.replay(BrokerRegistrationChangeRecord)`` with ``cloneWith`` (R4.3, R4.4)."""
+        reg = self._require_epoch(record, record.broker_id, record.broker_epoch)
+        try:
+            fencing = BrokerRegistrationFencingChange(record.fenced)
+        except ValueError:
+            raise ReplayFault(f"unknown value for fenced field: {record.fenced}", record=record) from None
+        try:
+            shutdown = BrokerRegistrationInControlledShutdownChange(record.in_controlled_shutdown)
+        except ValueError:
+            raise ReplayFault(f"unknown value for inControlledShutdown field: {record.in_controlled_shutdown}",
+                              record=record) from None
+        fenced = reg.fenced
+        if fencing is BrokerRegistrationFencingChange.FENCE:
+            fenced = True
+        elif fencing is BrokerRegistrationFencingChange.UNFENCE:
+            fenced = False
+        in_shutdown = reg.in_controlled_shutdown or (
+            shutdown is BrokerRegistrationInControlledShutdownChange.IN_CONTROLLED_SHUTDOWN)
+        # R4.4: an empty LogDirs list means "no change" — it cannot say "no online directories" (R5.5).
+        directories = tuple(sorted(record.log_dirs)) if record.log_dirs else reg.directories
+        for directory in directories:
+            if directory not in reg.directories:
+                owner = next((b for b, r in self._all_brokers() if b != reg.id and directory in r.directories),
+                             None)
+                if owner is not None:
+                    raise ReplayFault(f"directory {directory} is already assigned to broker {owner}",
+                                      record=record)
+        updated = replace(reg, fenced=fenced, in_controlled_shutdown=in_shutdown, directories=directories)
+        if updated != reg:
+            self._brokers[reg.id] = updated
+
+    def _replay_topic(self, record: TopicRecord) -> None:
+        if self._topic(record.topic_id) is not None:
+            raise ReplayFault(f"topic ID {record.topic_id} already exists", record=record)
+        existing = self._topic_id_by_name(record.name)
+        if existing is not None:
+            raise ReplayFault(f"topic name {record.name!r} already exists with ID {existing}", record=record)
+        self._removed_topics.pop(record.topic_id, None)
+        self._topics[record.topic_id] = _TopicChange(name=record.name, id=record.topic_id, base=None)
+
+    # -- apply -----------------------------------------------------------------------------------------------
+
+    def apply(self) -> MetadataImage:
+        """A new image with every pending change (``MetadataDelta.apply``); unchanged families are shared."""
+        base = self._base
+        features = base.features
+        if self._features:
+            levels = dict(base.features.levels)
+            for name, level in self._features.items():
+                if level is None:
+                    levels.pop(name, None)
+                else:
+                    levels[name] = level
+            features = FeaturesImage(levels)
+        cluster = base.cluster
+        if self._brokers:
+            brokers = dict(base.cluster.brokers)
+            for broker_id, reg in self._brokers.items():
+                if reg is None:
+                    brokers.pop(broker_id, None)
+                else:
+                    brokers[broker_id] = reg
+            cluster = ClusterImage(brokers)
+        topics = base.topics
+        if self._topics or self._removed_topics:
+            by_id = dict(base.topics.by_id)
+            by_name = dict(base.topics.by_name)
+            for topic_id, name in self._removed_topics.items():
+                if by_id.pop(topic_id, None) is not None:
+                    by_name.pop(name, None)
+            for topic_id, change in self._topics.items():
+                if change.base is not None and not change.changed:
+                    continue
+                partitions = change.base if change.base is not None else {}
+                partitions.update(change.changed)
+                by_id[topic_id] = TopicImage(name=change.name, id=topic_id, partitions=partitions)
+                by_name[change.name] = topic_id
+            topics = TopicsImage(by_id=by_id, by_name=by_name)
+        configs = base.configs
+        if self._configs:
+            resources = dict(base.configs.resources)
+            for key, pending in self._configs.items():
+                live = {} if pending is None else {k: v for k, v in pending.items() if v is not None}
+                if live:
+                    resources[key] = live
+                else:
+                    resources.pop(key, None)
+            configs = ConfigurationsImage(resources)
+        return MetadataImage(features=features, cluster=cluster, topics=topics, configs=configs,
+                             last_offset=self._last_offset)
+
+
+class Replayer:
+    """Replays a stream of log entries into images, honouring metadata transactions like Kafka's
+    ``MetadataBatchLoader``: records inside Begin/EndTransaction are applied together at the end, and discarded
+    on AbortTransaction. ``image`` is always the state after the last *committed* record."""
+
+    __slots__ = ("_delta", "_image", "_in_transaction", "_pending")
+
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE) -> None:
+        self._image = image
+        self._delta: MetadataDelta | None = None
+        self._pending: list[LogEntry] | None = None
+        self._in_transaction = False
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image after every entry replayed so far (outside an open transaction)."""
+        if self._delta is not None:
+            self._image = self._delta.apply()
+            self._delta = None
+        return self._image
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    def replay(self, entry: LogEntry) -> None:
+        """Replay one entry; raises ReplayFault naming the entry's source and offset."""
+        record = entry.record
+        if isinstance(record, BeginTransactionRecord):
+            if self._in_transaction:
+                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
+                                  offset=entry.offset, source=entry.source)
+            self._in_transaction = True
+            self._pending = [entry]
+            return
+        if self._in_transaction:
+            assert self._pending is not None
+            self._pending.append(entry)
+            if isinstance(record, EndTransactionRecord):
+                pending, self._pending, self._in_transaction = self._pending, None, False
+                for e in pending:
+                    self._replay_now(e)
+            elif isinstance(record, AbortTransactionRecord):
+                self._pending, self._in_transaction = None, False
+                self._replay_now(entry)  # advances provenance past the aborted records only
+            return
+        if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
+            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
+                              offset=entry.offset, source=entry.source)
+        self._replay_now(entry)
+
+    def _replay_now(self, entry: LogEntry) -> None:
+        if self._delta is None:
+            self._delta = MetadataDelta(self._image)
+        try:
+            # Every replay step validates before it changes anything, so after a fault the delta still holds
+            # exactly the good records before it: nothing good is lost.
+            self._delta.replay(entry.record, entry.offset)
+        except ReplayFault as fault:
+            raise fault.located(offset=entry.offset, source=entry.source) from None
+
+    def replay_all(self, entries: Iterable[LogEntry]) -> MetadataImage:
+        for entry in entries:
+            self.replay(entry)
+        return self.image
+
+
+def replay_entries(entries: Iterable[LogEntry], image: MetadataImage = EMPTY_IMAGE) -> MetadataImage:
+    """Replay entries onto ``image`` (empty by default) and return the resulting image."""
+    return Replayer(image).replay_all(entries)
+
+
+def replay_records(records: Iterable[Record], image: MetadataImage = EMPTY_IMAGE,
+                   first_offset: int = 0) -> MetadataImage:
+    """Replay bare records, numbering them with consecutive offsets from ``first_offset``."""
+    return replay_entries((LogEntry(offset=first_offset + i, record=r) for i, r in enumerate(records)), image)
