@@ -166,7 +166,9 @@ class MetadataDelta:
                 if change is None:
                     raise ReplayFault(f"Can't find topic with ID {record.topic_id} to remove", record=record)
                 del self._topics[record.topic_id]
-                self._removed_topics[record.topic_id] = change.name
+                # Keep the name the *base* image knows the id by: apply() must drop that name, even when the id was
+                # re-created (under another name) and removed again within this delta.
+                self._removed_topics.setdefault(record.topic_id, change.name)
                 # MetadataDelta.replay(RemoveTopicRecord) also drops the topic's configs.
                 self._configs[(ConfigResourceType.TOPIC, change.name)] = None
             case FeatureLevelRecord():
@@ -252,7 +254,8 @@ class MetadataDelta:
         existing = self._topic_id_by_name(record.name)
         if existing is not None:
             raise ReplayFault(f"topic name {record.name!r} already exists with ID {existing}", record=record)
-        self._removed_topics.pop(record.topic_id, None)
+        # The id stays in _removed_topics: apply() must still drop the base topic (and its name) that the re-created
+        # one replaces; _topic() finds the re-created topic in _topics first.
         self._topics[record.topic_id] = _TopicChange(name=record.name, id=record.topic_id, base=None)
 
     # -- apply -----------------------------------------------------------------------------------------------
@@ -288,8 +291,8 @@ class MetadataDelta:
             for topic_id, change in self._topics.items():
                 if change.base is not None and not change.changed:
                     continue
-                partitions = change.base if change.base is not None else {}
-                partitions.update(change.changed)
+                # A fresh dict: the delta may keep replaying after apply(), and an image must never change.
+                partitions = {**(change.base or {}), **change.changed}
                 by_id[topic_id] = TopicImage(name=change.name, id=topic_id, partitions=partitions)
                 by_name[change.name] = topic_id
             topics = TopicsImage(by_id=by_id, by_name=by_name)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar
 
+from jbod_model.errors import InputError
 from jbod_model.records.schema import Message, kfield
 from jbod_model.uuid import ZERO_UUID, Uuid
 
@@ -56,8 +57,6 @@ class MetadataRecord(Message):
     def __post_init__(self) -> None:
         lo, hi = self.VALID_VERSIONS
         if not lo <= self.version <= hi:
-            from jbod_model.errors import InputError
-
             raise InputError(f"{self.TYPE_NAME} has versions {lo}-{hi}, not {self.version}")
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from jbod_model.errors import InputError
+from jbod_model.uuid import Uuid
 
 MAX_VERSION = 0x7FFF
 
@@ -128,9 +129,9 @@ def check_value(spec: FieldSpec, value: Any, version: int, where: str) -> None:
     """Validate one field value against its spec at ``version``; raise InputError naming the field."""
     label = f"{where}.{spec.json_name}"
     if value is None:
-        if spec.type in ("string", "bytes") or spec.is_array or spec.type == "struct":
-            if spec.nullable_in(version) or not spec.present_in(version) or spec.default is None:
-                return
+        nullable_kind = spec.type in ("string", "bytes", "struct") or spec.is_array
+        if nullable_kind and (spec.nullable_in(version) or not spec.present_in(version) or spec.default is None):
+            return
         raise InputError(f"{label} is not nullable in version {version}")
     if spec.is_array:
         if not isinstance(value, tuple):
@@ -142,8 +143,6 @@ def check_value(spec: FieldSpec, value: Any, version: int, where: str) -> None:
 
 
 def _check_scalar(type_name: str, spec: FieldSpec, value: Any, version: int, label: str) -> None:
-    from jbod_model.uuid import Uuid  # local: uuid imports errors only, no cycle, but keep schema light
-
     if type_name in INT_RANGES:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"{label} must be an integer, got {value!r}")

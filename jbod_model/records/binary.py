@@ -1,0 +1,746 @@
+"""Kafka's binary message encoding driven by the :class:`FieldSpec` schema: varints, flexible versions, frame.
+
+Three layers, each mirroring a Kafka class:
+
+* **ByteUtils** (``clients/.../utils/ByteUtils.java``): unsigned varints (LEB128, at most 5 bytes for an int
+  and 10 for a long) and the zigzag ``varint``/``varlong`` used by the record-batch format.
+* **Generated message code** (``generator/.../MessageDataGenerator.java``, flexible versions only, because
+  every KRaft metadata and control message is ``"flexibleVersions": "0+"``): untagged fields in declaration
+  order, compact strings/bytes/arrays (unsigned varint ``len+1``, ``0`` = null), then the tagged-fields
+  section. :func:`encode_message` / :func:`decode_message`.
+* **MetadataRecordSerde / AbstractApiMessageSerde**: the frame ``frameVersion apiKey version body``.
+  :func:`encode_record` / :func:`decode_record`.
+
+Speed matters: a real metadata log is >95 % NoOpRecords and a long-lived cluster has millions of records. So
+the per-(class, version) decode plan is built once (runs of fixed-width fields collapse into one
+``struct.Struct``), records whose value is tiny are memoised by their bytes (records are immutable, so sharing
+one instance is safe), and nothing introspects dataclasses at decode time.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from jbod_model.errors import DecodeError, InputError
+from jbod_model.records.metadata import TYPED_RECORDS, MetadataRecord, OpaqueRecord, Record, type_name_of
+from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, fields_of, validate_message
+from jbod_model.uuid import Uuid
+
+#: Anything ``struct.unpack_from`` and indexing accept; decoding never copies the input.
+Buffer = bytes | bytearray | memoryview
+
+M = TypeVar("M", bound=Message)
+
+#: ``AbstractApiMessageSerde.DEFAULT_FRAME_VERSION``: the only frame version a released KRaft writes.
+DEFAULT_FRAME_VERSION: Final = 1
+
+#: The generated readers refuse strings longer than a Java short (``"string field X had invalid length"``).
+MAX_STRING_LENGTH: Final = 0x7FFF
+
+
+class UnknownRecordWarning(UserWarning):
+    """A metadata record of an api key this model has no schema for, or of a newer version than it knows. The
+    record is kept as an :class:`OpaqueRecord` (never dropped); the warning is issued once per type and
+    version."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# ByteUtils
+
+
+def read_unsigned_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Mirrors ``ByteUtils.readUnsignedVarint``: LEB128, at most 5 bytes; returns ``(value, next position)``.
+
+    The value is masked to 32 bits as Java's ``int`` arithmetic would; callers range-check it."""
+    value = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise DecodeError("unsigned varint runs past the end of its buffer", position=start)
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value & 0xFFFFFFFF, pos
+        shift += 7
+        if shift >= 35:
+            raise DecodeError("Varint is too long: more than 5 bytes", position=start)
+
+
+def read_unsigned_varlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Mirrors ``ByteUtils.readUnsignedVarlong``: LEB128, at most 10 bytes, masked to 64 bits."""
+    value = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise DecodeError("unsigned varlong runs past the end of its buffer", position=start)
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+        if shift >= 70:
+            raise DecodeError("Varlong is too long: more than 10 bytes", position=start)
+
+
+def read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Mirrors ``ByteUtils.readVarint``: a zigzag-encoded int32."""
+    u, pos = read_unsigned_varint(buf, pos, end)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def read_varlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Mirrors ``ByteUtils.readVarlong``: a zigzag-encoded int64."""
+    u, pos = read_unsigned_varlong(buf, pos, end)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+# Single-byte encodings are by far the most common (lengths, counts, tags); precompute them.
+_ONE_BYTE: Final = tuple(bytes((i,)) for i in range(0x80))
+
+
+def write_unsigned_varint(value: int) -> bytes:
+    """Mirrors ``ByteUtils.writeUnsignedVarint`` for a value in [0, 2^32)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise InputError(f"{value} does not fit an unsigned varint (32 bits)")
+    return _leb128(value)
+
+
+def write_unsigned_varlong(value: int) -> bytes:
+    """Mirrors ``ByteUtils.writeUnsignedVarlong`` for a value in [0, 2^64)."""
+    if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+        raise InputError(f"{value} does not fit an unsigned varlong (64 bits)")
+    return _leb128(value)
+
+
+def _leb128(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def write_varint(value: int) -> bytes:
+    """Mirrors ``ByteUtils.writeVarint``: zigzag then LEB128, for an int32."""
+    if not -(1 << 31) <= value < 1 << 31:
+        raise InputError(f"{value} does not fit a varint (int32)")
+    return write_unsigned_varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def write_varlong(value: int) -> bytes:
+    """Mirrors ``ByteUtils.writeVarlong``: zigzag then LEB128, for an int64."""
+    if not -(1 << 63) <= value < 1 << 63:
+        raise InputError(f"{value} does not fit a varlong (int64)")
+    return _leb128(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Per-(class, version) codecs
+
+# A reader decodes one value at ``pos`` without reading at or past ``end``: (buf, pos, end) -> (value, next
+# pos).
+_Reader = Callable[[Buffer, int, int], tuple[Any, int]]
+# A decode step fills ``out`` (the constructor's keyword arguments) and returns the next position.
+_DecodeStep = Callable[[Buffer, int, int, dict[str, Any]], int]
+# An encoder turns one field value into bytes; an encode step appends a message's field(s) to ``out``.
+_Encoder = Callable[[Any], bytes]
+_EncodeStep = Callable[[Any, list[bytes]], None]
+
+_FIXED_FORMATS: Final = {
+    "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "uint32": "I", "bool": "?",
+    "float64": "d", "uuid": "qq",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    """Everything needed to read or write one message class at one version, computed once."""
+
+    cls: type[Message]
+    version: int
+    decode_steps: tuple[_DecodeStep, ...]
+    tagged_readers: dict[int, tuple[str, _Reader]]
+    encode_steps: tuple[_EncodeStep, ...]
+    #: (tag, attribute, default, encoder) in ascending tag order: Kafka writes tagged fields sorted by tag.
+    tagged_writers: tuple[tuple[int, str, Any, _Encoder], ...]
+    #: Fields that do not exist at this version: writing a non-default value there is an error.
+    absent: tuple[tuple[str, Any], ...]
+    #: kwargs every decoded instance starts from (``version`` for metadata records).
+    base_kwargs: dict[str, Any]
+    #: The shared instance for a body that is only ``00`` (no untagged fields, no tagged fields set).
+    empty_instance: Message | None
+
+
+_CODECS: dict[tuple[type[Message], int], _Codec] = {}
+
+
+def _codec(cls: type[Message], version: int) -> _Codec:
+    codec = _CODECS.get((cls, version))
+    if codec is None:
+        codec = _build_codec(cls, version)
+        _CODECS[(cls, version)] = codec
+    return codec
+
+
+def _build_codec(cls: type[Message], version: int) -> _Codec:
+    specs = fields_of(cls)
+    present = [s for s in specs if s.present_in(version)]
+    untagged = [s for s in present if s.tag is None]
+    tagged = sorted((s for s in present if s.tag is not None), key=lambda s: s.tag or 0)
+    tags = [s.tag for s in tagged]
+    if len(set(tags)) != len(tags):  # pragma: no cover - a schema declaration error
+        raise AssertionError(f"{cls.__name__} v{version} declares a tag twice: {tags}")
+
+    decode_steps: list[_DecodeStep] = []
+    encode_steps: list[_EncodeStep] = []
+    run: list[FieldSpec] = []
+
+    def flush_run() -> None:
+        if run:
+            decode_steps.append(_fixed_decode_step(tuple(run)))
+            encode_steps.append(_fixed_encode_step(tuple(run)))
+            run.clear()
+
+    for spec in untagged:
+        if spec.type in _FIXED_FORMATS:
+            run.append(spec)
+            continue
+        flush_run()
+        decode_steps.append(_var_decode_step(spec.name, _reader(spec, version)))
+        encode_steps.append(_var_encode_step(spec.name, _encoder(spec, version)))
+    flush_run()
+
+    base_kwargs: dict[str, Any] = {"version": version} if issubclass(cls, MetadataRecord) else {}
+    empty_instance = cls(**base_kwargs) if not untagged else None
+    return _Codec(
+        cls=cls,
+        version=version,
+        decode_steps=tuple(decode_steps),
+        tagged_readers={s.tag: (s.name, _reader(s, version)) for s in tagged if s.tag is not None},
+        encode_steps=tuple(encode_steps),
+        tagged_writers=tuple((s.tag, s.name, s.default, _encoder(s, version)) for s in tagged
+                             if s.tag is not None),
+        absent=tuple((s.name, s.default) for s in specs if not s.present_in(version)),
+        base_kwargs=base_kwargs,
+        empty_instance=empty_instance,
+    )
+
+
+# --- decoding -----------------------------------------------------------------------------------------------
+
+
+def _short(what: str, pos: int, need: int, end: int) -> DecodeError:
+    return DecodeError(f"{what} needs {need} byte(s) but only {max(end - pos, 0)} remain", position=pos)
+
+
+def _fixed_decode_step(run: tuple[FieldSpec, ...]) -> _DecodeStep:
+    """One ``struct.unpack_from`` for a run of consecutive fixed-width fields (ints, bools, uuids)."""
+    st = struct.Struct(">" + "".join(_FIXED_FORMATS[s.type] for s in run))
+    size = st.size
+    names = tuple(s.name for s in run)
+    label = ", ".join(s.json_name for s in run)
+    unpack_from = st.unpack_from
+    if not any(s.type == "uuid" for s in run):
+
+        def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+            if pos + size > end:
+                raise _short(label, pos, size, end)
+            out.update(zip(names, unpack_from(buf, pos), strict=True))
+            return pos + size
+
+        return step
+
+    is_uuid = tuple(s.type == "uuid" for s in run)
+
+    def uuid_step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        if pos + size > end:
+            raise _short(label, pos, size, end)
+        values = unpack_from(buf, pos)
+        i = 0
+        for name, u in zip(names, is_uuid, strict=True):
+            if u:
+                out[name] = Uuid(values[i], values[i + 1])
+                i += 2
+            else:
+                out[name] = values[i]
+                i += 1
+        return pos + size
+
+    return uuid_step
+
+
+def _var_decode_step(name: str, reader: _Reader) -> _DecodeStep:
+    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        out[name], pos = reader(buf, pos, end)
+        return pos
+
+    return step
+
+
+def _reader(spec: FieldSpec, version: int) -> _Reader:
+    """The reader of one field's value (its plain encoding, as inside a tagged field too)."""
+    nullable = spec.nullable_in(version)
+    label = spec.json_name
+    if spec.is_array:
+        return _array_reader(spec, spec.element_type, nullable, version, label)
+    if spec.type in _FIXED_FORMATS:
+        return _fixed_reader(spec.type, label)
+    if spec.type == "string":
+        return _string_reader(nullable, label)
+    if spec.type == "bytes":
+        return _bytes_reader(nullable, label)
+    if spec.type == "struct":
+        assert spec.struct is not None, label
+        return _struct_reader(spec.struct, version, nullable, label)
+    raise AssertionError(f"unknown Kafka type {spec.type} for {label}")  # pragma: no cover
+
+
+def _fixed_reader(type_name: str, label: str) -> _Reader:
+    st = struct.Struct(">" + _FIXED_FORMATS[type_name])
+    size = st.size
+    unpack_from = st.unpack_from
+    if type_name == "uuid":
+
+        def read_uuid(buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+            if pos + 16 > end:
+                raise _short(label, pos, 16, end)
+            msb, lsb = unpack_from(buf, pos)
+            return Uuid(msb, lsb), pos + 16
+
+        return read_uuid
+
+    def read(buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        if pos + size > end:
+            raise _short(label, pos, size, end)
+        return unpack_from(buf, pos)[0], pos + size
+
+    return read
+
+
+def _null(label: str, pos: int) -> DecodeError:
+    return DecodeError(f"non-nullable field {label} was serialized as null", position=pos)
+
+
+def _string_reader(nullable: bool, label: str) -> _Reader:
+    def read(buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        start = pos
+        if pos < end and buf[pos] < 0x80:
+            n = buf[pos] - 1
+            pos += 1
+        else:
+            u, pos = read_unsigned_varint(buf, pos, end)
+            n = u - 1
+        if n < 0:
+            if not nullable:
+                raise _null(label, start)
+            return None, pos
+        if n > MAX_STRING_LENGTH:
+            raise DecodeError(f"string field {label} had invalid length {n}", position=start)
+        if pos + n > end:
+            raise _short(f"string field {label}", pos, n, end)
+        try:
+            return str(buf[pos:pos + n], "utf-8"), pos + n
+        except UnicodeDecodeError as e:
+            raise DecodeError(f"string field {label} is not valid UTF-8: {e.reason}", position=pos) from e
+
+    return read
+
+
+def _bytes_reader(nullable: bool, label: str) -> _Reader:
+    def read(buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        start = pos
+        u, pos = read_unsigned_varint(buf, pos, end)
+        n = u - 1
+        if n < 0:
+            if not nullable:
+                raise _null(label, start)
+            return None, pos
+        if pos + n > end:
+            raise _short(f"bytes field {label}", pos, n, end)
+        return bytes(buf[pos:pos + n]), pos + n
+
+    return read
+
+
+def _array_reader(spec: FieldSpec, element: str, nullable: bool, version: int, label: str) -> _Reader:
+    if element in _FIXED_FORMATS:
+        code = _FIXED_FORMATS[element]
+        width = struct.calcsize(">" + code)
+        is_uuid = element == "uuid"
+        element_reader: _Reader | None = None
+    else:
+        width = 1  # every compact string/bytes/struct takes at least one byte
+        is_uuid = False
+        code = ""
+        if element == "string":
+            element_reader = _string_reader(False, f"{label}[]")
+        elif element == "bytes":
+            element_reader = _bytes_reader(False, f"{label}[]")
+        elif element == "struct":
+            assert spec.struct is not None, label
+            element_reader = _struct_reader(spec.struct, version, False, f"{label}[]")
+        else:  # pragma: no cover - a schema declaration error
+            raise AssertionError(f"unknown Kafka element type {element} for {label}")
+
+    def read(buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        start = pos
+        if pos < end and buf[pos] < 0x80:
+            n = buf[pos] - 1
+            pos += 1
+        else:
+            u, pos = read_unsigned_varint(buf, pos, end)
+            n = u - 1
+        if n < 0:
+            if not nullable:
+                raise _null(label, start)
+            return None, pos
+        # Check the count against the bytes left *before* allocating anything (Kafka: "Tried to read N
+        # elements, but only M bytes remain"), so a hostile length cannot make us build a huge tuple.
+        if n * width > end - pos:
+            raise DecodeError(f"Tried to read {n} elements of {label}, but only {end - pos} bytes remain",
+                              position=start)
+        if n == 0:
+            return (), pos
+        if element_reader is None:
+            if is_uuid:
+                halves = struct.unpack_from(f">{2 * n}q", buf, pos)
+                return tuple(Uuid(halves[i], halves[i + 1]) for i in range(0, 2 * n, 2)), pos + n * width
+            return struct.unpack_from(f">{n}{code}", buf, pos), pos + n * width
+        items = []
+        for _ in range(n):
+            item, pos = element_reader(buf, pos, end)
+            items.append(item)
+        return tuple(items), pos
+
+    return read
+
+
+def _struct_reader(cls: type[Message], version: int, nullable: bool, label: str) -> _Reader:
+    codec_box: list[_Codec] = []  # resolved lazily: a struct may be declared after the message using it
+
+    def read(buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        if nullable:
+            # A nullable struct carries an int8 presence marker: -1 null, 1 present.
+            if pos >= end:
+                raise _short(label, pos, 1, end)
+            marker = buf[pos]
+            pos += 1
+            if marker >= 0x80:
+                return None, pos
+        if not codec_box:
+            codec_box.append(_codec(cls, version))
+        return _decode_body(codec_box[0], buf, pos, end)
+
+    return read
+
+
+def _decode_body(codec: _Codec, buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+    """Decode a message or struct at ``pos``: its untagged fields, then its tagged-fields section."""
+    if codec.empty_instance is not None and pos < end and buf[pos] == 0:
+        return codec.empty_instance, pos + 1
+    out = dict(codec.base_kwargs)
+    for step in codec.decode_steps:
+        pos = step(buf, pos, end, out)
+    # Tagged-fields section: count, then (tag, size, value). Any order is accepted, unknown tags are skipped
+    # (Kafka keeps them as raw "unknown tagged fields"; a newer writer may add tags we do not know).
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        count, pos = read_unsigned_varint(buf, pos, end)
+        readers = codec.tagged_readers
+        for _ in range(count):
+            tag, pos = read_unsigned_varint(buf, pos, end)
+            size, pos = read_unsigned_varint(buf, pos, end)
+            if size > end - pos:
+                raise DecodeError(f"tagged field {tag} claims {size} byte(s) but only {end - pos} remain",
+                                  position=pos)
+            field_end = pos + size
+            entry = readers.get(tag)
+            if entry is not None:
+                name, reader = entry
+                value, used_to = reader(buf, pos, field_end)
+                if used_to != field_end:
+                    raise DecodeError(f"tagged field {name} (tag {tag}) has size {size} but its value takes "
+                                      f"{used_to - pos} byte(s)", position=pos)
+                out[name] = value
+            pos = field_end
+    try:
+        return codec.cls(**out), pos
+    except InputError as e:  # e.g. a version outside VALID_VERSIONS (guarded by decode_record, kept for safety)
+        raise DecodeError(str(e), position=pos) from e
+
+
+def decode_message(cls: type[M], buf: Buffer, version: int, *, start: int = 0, strict: bool = True) -> M:
+    """Decode a message body (no frame) at ``version``; mirrors the generated ``XData.read(readable, version)``.
+
+    With ``strict`` (the default) every byte from ``start`` must be consumed; positions in a
+    :class:`DecodeError` are offsets into ``buf``."""
+    end = len(buf)
+    message, pos = _decode_body(_codec(cls, version), buf, start, end)
+    if strict and pos != end:
+        raise DecodeError(f"Found {end - pos} byte(s) of garbage after {cls.__name__} v{version}", position=pos)
+    assert isinstance(message, cls)
+    return message
+
+
+# --- encoding -----------------------------------------------------------------------------------------------
+
+
+def _fixed_encode_step(run: tuple[FieldSpec, ...]) -> _EncodeStep:
+    st = struct.Struct(">" + "".join(_FIXED_FORMATS[s.type] for s in run))
+    pack = st.pack
+    names = tuple(s.name for s in run)
+    if not any(s.type == "uuid" for s in run):
+
+        def step(msg: Any, out: list[bytes]) -> None:
+            out.append(pack(*[getattr(msg, n) for n in names]))
+
+        return step
+
+    is_uuid = tuple(s.type == "uuid" for s in run)
+
+    def uuid_step(msg: Any, out: list[bytes]) -> None:
+        values: list[Any] = []
+        for name, u in zip(names, is_uuid, strict=True):
+            v = getattr(msg, name)
+            if u:
+                values.append(v.msb)
+                values.append(v.lsb)
+            else:
+                values.append(v)
+        out.append(pack(*values))
+
+    return uuid_step
+
+
+def _var_encode_step(name: str, encoder: _Encoder) -> _EncodeStep:
+    def step(msg: Any, out: list[bytes]) -> None:
+        out.append(encoder(getattr(msg, name)))
+
+    return step
+
+
+def _encoder(spec: FieldSpec, version: int) -> _Encoder:
+    nullable = spec.nullable_in(version)
+    label = spec.json_name
+    if spec.is_array:
+        return _array_encoder(spec, spec.element_type, nullable, version, label)
+    return _scalar_encoder(spec, spec.type, nullable, version, label)
+
+
+def _not_nullable(label: str) -> InputError:
+    return InputError(f"{label} is not nullable, but it is None")
+
+
+def _scalar_encoder(spec: FieldSpec, type_name: str, nullable: bool, version: int, label: str) -> _Encoder:
+    if type_name in _FIXED_FORMATS:
+        pack = struct.Struct(">" + _FIXED_FORMATS[type_name]).pack
+        if type_name == "uuid":
+            return lambda v: pack(v.msb, v.lsb)
+        return pack
+    if type_name == "string":
+
+        def encode_string(v: Any) -> bytes:
+            if v is None:
+                if not nullable:
+                    raise _not_nullable(label)
+                return b"\x00"
+            data: bytes = v.encode("utf-8")
+            if len(data) > MAX_STRING_LENGTH:
+                raise InputError(f"'{label}' field is too long to be serialized ({len(data)} bytes)")
+            return write_unsigned_varint(len(data) + 1) + data
+
+        return encode_string
+    if type_name == "bytes":
+
+        def encode_bytes(v: Any) -> bytes:
+            if v is None:
+                if not nullable:
+                    raise _not_nullable(label)
+                return b"\x00"
+            return write_unsigned_varint(len(v) + 1) + bytes(v)
+
+        return encode_bytes
+    if type_name == "struct":
+        cls = spec.struct
+        assert cls is not None, label
+
+        def encode_struct(v: Any) -> bytes:
+            if v is None:
+                if not nullable:
+                    raise _not_nullable(label)
+                return b"\xff"
+            body = _encode_body(_codec(cls, version), v)
+            return b"\x01" + body if nullable else body
+
+        return encode_struct
+    raise AssertionError(f"unknown Kafka type {type_name} for {label}")  # pragma: no cover
+
+
+def _array_encoder(spec: FieldSpec, element: str, nullable: bool, version: int, label: str) -> _Encoder:
+    if element in _FIXED_FORMATS:
+        code = _FIXED_FORMATS[element]
+
+        def encode_fixed(v: Any) -> bytes:
+            if v is None:
+                if not nullable:
+                    raise _not_nullable(label)
+                return b"\x00"
+            n = len(v)
+            if element == "uuid":
+                flat = [half for u in v for half in (u.msb, u.lsb)]
+                return write_unsigned_varint(n + 1) + struct.pack(f">{2 * n}q", *flat)
+            return write_unsigned_varint(n + 1) + struct.pack(f">{n}{code}", *v)
+
+        return encode_fixed
+    element_encoder = _scalar_encoder(spec, element, False, version, f"{label}[]")
+
+    def encode_items(v: Any) -> bytes:
+        if v is None:
+            if not nullable:
+                raise _not_nullable(label)
+            return b"\x00"
+        return write_unsigned_varint(len(v) + 1) + b"".join(element_encoder(item) for item in v)
+
+    return encode_items
+
+
+def _encode_body(codec: _Codec, msg: Any) -> bytes:
+    for name, default in codec.absent:
+        if getattr(msg, name) != default:
+            raise InputError(f"Attempted to write a non-default {name} at version {codec.version} of "
+                             f"{codec.cls.__name__}")
+    out: list[bytes] = []
+    for step in codec.encode_steps:
+        step(msg, out)
+    tagged: list[bytes] = []
+    for tag, name, default, encoder in codec.tagged_writers:
+        value = getattr(msg, name)
+        if value != default:
+            data = encoder(value)
+            tagged.append(write_unsigned_varint(tag))
+            tagged.append(write_unsigned_varint(len(data)))
+            tagged.append(data)
+    out.append(write_unsigned_varint(len(tagged) // 3))
+    out.extend(tagged)
+    return b"".join(out)
+
+
+def encode_message(msg: Message, version: int) -> bytes:
+    """Encode a message body (no frame) at ``version``, mirroring the generated ``XData.write(Writable, cache,
+    version)``: untagged fields in declaration order, then tagged fields whose value differs from the default,
+    in ascending tag order. Raises :class:`InputError` for a value that does not fit its field."""
+    lo, hi = type(msg).VALID_VERSIONS
+    if not lo <= version <= hi:
+        raise InputError(f"{type(msg).__name__} has versions {lo}-{hi}, not {version}")
+    try:
+        return _encode_body(_codec(type(msg), version), msg)
+    except InputError:
+        raise
+    except (struct.error, TypeError, AttributeError, ValueError, OverflowError) as e:
+        validate_message(msg, version)  # names the offending field when it can
+        raise InputError(f"cannot encode {type(msg).__name__} v{version}: {e}") from e
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The frame (MetadataRecordSerde)
+
+_WARNED: set[tuple[int, int]] = set()
+# Decoded records of tiny values, by value bytes. NoOpRecord (``01 14 00 00``) alone is >95 % of a real log;
+# the cache is a pure function of the bytes (records are frozen), bounded and simply cleared when full.
+_SMALL_VALUE_MAX: Final = 24
+_SMALL_CACHE_MAX: Final = 4096
+_SMALL_CACHE: dict[bytes, Record] = {}
+
+
+def frame_header(api_key: int, version: int) -> bytes:
+    """The frame prefix ``frameVersion(1) apiKey version`` (``AbstractApiMessageSerde.write``)."""
+    return b"\x01" + write_unsigned_varint(api_key) + write_unsigned_varint(version)
+
+
+def encode_record(record: Record) -> bytes:
+    """A framed metadata record value, as ``MetadataRecordSerde.write`` produces. An :class:`OpaqueRecord`
+    read from bytes is written back verbatim (its payload is the body after the frame)."""
+    if isinstance(record, OpaqueRecord):
+        if record.payload is None:
+            raise InputError(f"{record.type_name} v{record.version} has no binary payload (it was read from JSON) "
+                             "and no schema here, so it cannot be encoded")
+        return frame_header(record.api_key, record.version) + record.payload
+    return frame_header(record.API_KEY, record.version) + encode_message(record, record.version)
+
+
+def decode_record(value: Buffer, *, use_cache: bool = True) -> Record:
+    """Decode a framed metadata record value (``MetadataRecordSerde.read``).
+
+    Frame version other than 1 → :class:`DecodeError` (0 was the KRaft preview in 2.8). An api key with no
+    schema here, or a typed record at a version above its ``VALID_VERSIONS``, becomes an :class:`OpaqueRecord`
+    with the body as payload (plus an :class:`UnknownRecordWarning`, once per type and version) — never
+    dropped. Bytes left after a typed body → :class:`DecodeError`. Positions in errors are offsets into
+    ``value``. ``use_cache=False`` bypasses the memo of tiny values (for measurements)."""
+    if not isinstance(value, bytes):
+        value = bytes(value)
+    if use_cache:
+        cached = _SMALL_CACHE.get(value)
+        if cached is not None:
+            return cached
+    end = len(value)
+    if end == 0:
+        raise DecodeError("empty metadata record value", position=0)
+    frame_version, pos = read_unsigned_varint(value, 0, end)
+    if frame_version != DEFAULT_FRAME_VERSION:
+        if frame_version == 0:
+            raise DecodeError("Could not deserialize metadata record: frame version 0 was only used by the KRaft "
+                              "preview in Kafka 2.8 and is not supported", position=0)
+        raise DecodeError(f"Could not deserialize metadata record: unknown frame version {frame_version}",
+                          position=0)
+    api_key, pos = read_unsigned_varint(value, pos, end)
+    if api_key > MAX_VERSION:
+        raise DecodeError(f"metadata record apiKey {api_key} is larger than {MAX_VERSION}", position=1)
+    version_pos = pos
+    version, pos = read_unsigned_varint(value, pos, end)
+    if version > MAX_VERSION:
+        raise DecodeError(f"metadata record version {version} is larger than {MAX_VERSION}", position=version_pos)
+    cls = TYPED_RECORDS.get(api_key)
+    record: Record
+    if cls is None or not cls.VALID_VERSIONS[0] <= version <= cls.VALID_VERSIONS[1]:
+        record = _opaque(api_key, version, value[pos:], cls is None)
+    else:
+        body, pos = _decode_body(_codec(cls, version), value, pos, end)
+        if pos != end:
+            raise DecodeError(f"Found {end - pos} byte(s) of garbage after {cls.TYPE_NAME} v{version}",
+                              position=pos)
+        record = body
+    if use_cache and end <= _SMALL_VALUE_MAX:
+        if len(_SMALL_CACHE) >= _SMALL_CACHE_MAX:
+            _SMALL_CACHE.clear()
+        _SMALL_CACHE[value] = record
+    return record
+
+
+def _opaque(api_key: int, version: int, payload: bytes, unknown_type: bool) -> OpaqueRecord:
+    name = type_name_of(api_key)
+    if (api_key, version) not in _WARNED:
+        _WARNED.add((api_key, version))
+        why = "has no schema in this model" if unknown_type else "is newer than the versions this model knows"
+        warnings.warn(f"metadata record {name} (apiKey {api_key}) v{version} {why}; kept opaque",
+                      UnknownRecordWarning, stacklevel=3)
+    return OpaqueRecord(api_key=api_key, version=version, type_name=name, payload=payload)
+
+
+def record_type_key(record: Record) -> tuple[int, int]:
+    """``(apiKey, version)`` of any record, typed or opaque."""
+    if isinstance(record, OpaqueRecord):
+        return record.api_key, record.version
+    return record.API_KEY, record.version
+

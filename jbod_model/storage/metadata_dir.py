@@ -1,0 +1,327 @@
+"""Load a KRaft metadata log directory: segments and snapshots of one node, or several nodes' copies merged.
+
+What Kafka does at startup (``KafkaMetadataLog`` + ``MetadataLoader``): load the latest snapshot, then replay
+the log from the snapshot's end offset. :meth:`MetadataLog.read` produces that entry stream, or the full log
+from offset 0. ``until_offset`` is exclusive, with the snapshot end-offset convention: only records with
+offset ``< N`` are read, and only snapshots with ``end_offset <= N`` are eligible — so the image after
+``read(until_offset=N)`` is the state a snapshot named ``N-…`` would hold.
+
+Several nodes' copies of one cluster's log (e.g. each controller's ``__cluster_metadata-0``) are merged by
+offset. Raft guarantees that two logs holding the same offset in the same epoch hold the same record, so a
+record present in several copies must be byte-identical there (same value, same kind, same leader epoch and
+timestamp); anything else means the copies diverged or one is corrupt, and is a :class:`DecodeError` naming
+both files. Merging also fills holes: a batch skipped as corrupt in one copy is taken from another.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jbod_model.errors import DecodeError, InputError
+from jbod_model.records.control import ControlEntry, SnapshotFooterRecord, SnapshotHeaderRecord
+from jbod_model.records.entry import LogEntry
+from jbod_model.storage.files import (
+    BOOTSTRAP_FILE_NAME,
+    METADATA_PARTITION_DIR,
+    SnapshotId,
+    parse_segment_name,
+    parse_snapshot_name,
+)
+from jbod_model.storage.log_reader import (
+    DEFAULT_MAX_BATCH_BYTES,
+    MissingOffsets,
+    ReadPolicy,
+    ReadReport,
+    SkippedRegion,
+    iter_decoded,
+)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SegmentFile:
+    """A ``<base offset>.log`` segment."""
+
+    base_offset: int
+    path: Path = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotFile:
+    """A ``<end offset>-<epoch>.checkpoint`` snapshot. Offsets inside it are local (from 0)."""
+
+    snapshot_id: SnapshotId
+    path: Path = field(compare=False)
+
+    @property
+    def end_offset(self) -> int:
+        return self.snapshot_id.end_offset
+
+    @property
+    def epoch(self) -> int:
+        return self.snapshot_id.epoch
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataLogDir:
+    """One node's metadata log: the ``__cluster_metadata-0`` directory, its segments (by base offset) and
+    snapshots (by id), and the ``bootstrap.checkpoint`` beside it when present."""
+
+    partition_dir: Path
+    segments: tuple[SegmentFile, ...]
+    snapshots: tuple[SnapshotFile, ...]
+    bootstrap: Path | None = None
+
+    @classmethod
+    def open(cls, path: str | Path) -> MetadataLogDir:
+        """Open a metadata log dir (the directory *containing* ``__cluster_metadata-0``) or the
+        ``__cluster_metadata-0`` directory itself. Files that are not segments or snapshots are ignored."""
+        p = Path(path)
+        if not p.is_dir():
+            raise InputError(f"{p} is not a directory")
+        if (p / METADATA_PARTITION_DIR).is_dir():
+            partition_dir, root = p / METADATA_PARTITION_DIR, p
+        else:
+            partition_dir, root = p, p.parent
+        segments, snapshots = [], []
+        for child in partition_dir.iterdir():
+            if not child.is_file():
+                continue
+            base = parse_segment_name(child.name)
+            if base is not None:
+                segments.append(SegmentFile(base, child))
+                continue
+            snapshot_id = parse_snapshot_name(child.name)
+            if snapshot_id is not None:
+                snapshots.append(SnapshotFile(snapshot_id, child))
+        if not segments and not snapshots and partition_dir.name != METADATA_PARTITION_DIR:
+            raise InputError(f"{p} holds neither {METADATA_PARTITION_DIR}/ nor any segment or snapshot file")
+        bootstrap = root / BOOTSTRAP_FILE_NAME
+        return cls(partition_dir=partition_dir, segments=tuple(sorted(segments)),
+                   snapshots=tuple(sorted(snapshots)), bootstrap=bootstrap if bootstrap.is_file() else None)
+
+    def latest_snapshot(self, until_offset: int | None = None) -> SnapshotFile | None:
+        """The snapshot with the highest id whose end offset is ``<= until_offset`` (any, when ``None``)."""
+        eligible = [s for s in self.snapshots if until_offset is None or s.end_offset <= until_offset]
+        return max(eligible, default=None)
+
+
+# One record of one copy, for merging: (offset, copy index, entry, value bytes).
+_Item = tuple[int, int, LogEntry | ControlEntry, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataLog:
+    """One cluster's metadata log as found in one or more nodes' copies (see the module docstring)."""
+
+    copies: tuple[MetadataLogDir, ...]
+
+    @classmethod
+    def open(cls, paths: str | Path | Sequence[str | Path]) -> MetadataLog:
+        """Open one metadata log dir, or several nodes' copies of the same cluster's log."""
+        items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if not items:
+            raise InputError("no metadata log directory given")
+        return cls(tuple(MetadataLogDir.open(p) for p in items))
+
+    @property
+    def snapshots(self) -> tuple[SnapshotFile, ...]:
+        """Every snapshot of every copy, by id (copies of the same id appear once per copy)."""
+        return tuple(sorted(s for c in self.copies for s in c.snapshots))
+
+    def latest_snapshot(self, until_offset: int | None = None) -> SnapshotFile | None:
+        """The latest snapshot of any copy with ``end_offset <= until_offset``; ties go to the first copy."""
+        best: SnapshotFile | None = None
+        for copy in self.copies:
+            candidate = copy.latest_snapshot(until_offset)
+            if candidate is not None and (best is None or candidate.snapshot_id > best.snapshot_id):
+                best = candidate
+        return best
+
+    def read(self, *, from_snapshot: bool = True, until_offset: int | None = None, policy: ReadPolicy = "fail",
+             report: ReadReport | None = None, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> MetadataStream:
+        """The entries that rebuild the metadata image: the latest eligible snapshot then the log from its end
+        offset (``from_snapshot``), or the full log from offset 0 — up to ``until_offset`` (exclusive)."""
+        snapshot = self.latest_snapshot(until_offset) if from_snapshot else None
+        return MetadataStream(log=self, snapshot=snapshot, until_offset=until_offset, policy=policy,
+                              report=report if report is not None else ReadReport(),
+                              max_batch_bytes=max_batch_bytes)
+
+    def log_entries(self, *, start_offset: int = 0, until_offset: int | None = None, policy: ReadPolicy = "fail",
+                    report: ReadReport | None = None, include_control: bool = False,
+                    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[LogEntry | ControlEntry]:
+        """The records of the log with ``start_offset <= offset < until_offset``, merged across copies and
+        checked for contiguity: a missing offset is a :class:`DecodeError` under ``policy="fail"`` and a
+        :class:`MissingOffsets` in the report under ``"skip"``. Control records are yielded only with
+        ``include_control`` (they are always read, to check offsets and copies). Copies that disagree raise
+        :class:`DecodeError` whatever the policy: nothing tells which copy is right."""
+        rep = report if report is not None else ReadReport()
+        streams = [self._copy_items(i, start_offset, until_offset, policy, rep, max_batch_bytes)
+                   for i in range(len(self.copies))]
+        merged: Iterable[_Item] = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda t: t[0])
+        expected = start_offset
+        chosen: _Item | None = None
+        for item in merged:
+            offset = item[0]
+            if chosen is not None and offset == chosen[0]:
+                _check_same(chosen, item)
+                continue
+            if offset != expected:
+                self._gap(expected, offset, chosen is None, policy, rep)
+            expected = offset + 1
+            chosen = item
+            entry = item[2]
+            if include_control or isinstance(entry, LogEntry):
+                yield entry
+
+    def _copy_items(self, index: int, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
+                    max_batch_bytes: int) -> Iterator[_Item]:
+        """One copy's records in ``[start, until)``, in offset order, from its segments in base-offset
+        order."""
+        segments = self.copies[index].segments
+        last = start - 1
+        for i, segment in enumerate(segments):
+            if until is not None and segment.base_offset >= until:
+                break
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                continue  # the whole segment lies before the start offset
+            source = str(segment.path)
+            for header, fpos, _crc, data, controls in iter_decoded(segment.path, policy=policy, report=report,
+                                                                   max_batch_bytes=max_batch_bytes):
+                base, epoch, ts = header[0], header[2], header[7]
+                if base + header[6] < start:
+                    continue
+                if until is not None and base >= until:
+                    return
+                if base <= last:
+                    err = DecodeError(f"batch at offset {base} overlaps offsets already read (up to {last}); "
+                                      "segments must not overlap", source=source, position=fpos)
+                    if policy == "fail":
+                        raise err
+                    report.skipped.append(SkippedRegion(source, fpos, header[1] + 12, err.reason, base))
+                    continue
+                for od, rec, value in data:
+                    offset = base + od
+                    if offset >= start and (until is None or offset < until):
+                        yield offset, index, LogEntry(offset, rec, base, epoch, ts, source), value
+                for od, crec, value in controls:
+                    offset = base + od
+                    if offset >= start and (until is None or offset < until):
+                        yield offset, index, ControlEntry(offset, crec, base, epoch, ts, source), value
+                last = base + header[6]
+
+    @staticmethod
+    def _gap(expected: int, got: int, at_start: bool, policy: ReadPolicy, report: ReadReport) -> None:
+        if got < expected:  # pragma: no cover - each copy is checked to be increasing
+            raise DecodeError(f"offset {got} read after offset {expected - 1}")
+        if at_start and expected == 0:
+            why = "the log's start was truncated (read from a snapshot instead)"
+        elif at_start:
+            why = f"the log starts at offset {got}, after the snapshot's end offset {expected}"
+        else:
+            why = "no copy holds them"
+        if policy == "fail":
+            raise DecodeError(f"offsets {expected}..{got - 1} are missing from the log: {why}")
+        report.missing.append(MissingOffsets(expected, got, why))
+
+
+def _check_same(kept: _Item, other: _Item) -> None:
+    """Two copies' records at one offset must be the same record (Raft's Log Matching property)."""
+    a, b = kept[2], other[2]
+    if (type(a) is not type(b) or kept[3] != other[3] or a.leader_epoch != b.leader_epoch
+            or a.timestamp != b.timestamp):
+        raise DecodeError(f"copies disagree at offset {kept[0]}: {a.source} has "
+                          f"{type(a).__name__}(epoch {a.leader_epoch}, {len(kept[3])}-byte value) but {b.source} "
+                          f"has {type(b).__name__}(epoch {b.leader_epoch}, {len(other[3])}-byte value)",
+                          source=b.source)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataStream:
+    """The entries that rebuild one image: :meth:`snapshot_entries` (offsets local to the snapshot file) then
+    :meth:`log_entries` (log offsets from ``snapshot_end_offset``). Iterating the stream yields both, and can
+    be repeated. ``snapshot_end_offset`` lets a caller rebase snapshot provenance: the snapshot's records
+    stand for the state after log offset ``snapshot_end_offset - 1``."""
+
+    log: MetadataLog
+    snapshot: SnapshotFile | None
+    until_offset: int | None
+    policy: ReadPolicy
+    report: ReadReport = field(compare=False)
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+
+    @property
+    def snapshot_end_offset(self) -> int:
+        """The first log offset read after the snapshot (0 without a snapshot)."""
+        return self.snapshot.end_offset if self.snapshot is not None else 0
+
+    def snapshot_entries(self) -> Iterator[LogEntry]:
+        """The snapshot's metadata records (header and footer control records are checked, not yielded)."""
+        if self.snapshot is None:
+            return iter(())
+        return read_snapshot_entries(self.snapshot.path, policy=self.policy, report=self.report,
+                                     max_batch_bytes=self.max_batch_bytes)
+
+    def log_entries(self) -> Iterator[LogEntry]:
+        """The log's metadata records from ``snapshot_end_offset`` up to ``until_offset`` (exclusive)."""
+        for entry in self.log.log_entries(start_offset=self.snapshot_end_offset, until_offset=self.until_offset,
+                                          policy=self.policy, report=self.report,
+                                          max_batch_bytes=self.max_batch_bytes):
+            assert isinstance(entry, LogEntry)
+            yield entry
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        yield from self.snapshot_entries()
+        yield from self.log_entries()
+
+
+def read_snapshot_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,
+                          max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[LogEntry]:
+    """The metadata records of a snapshot (or ``bootstrap.checkpoint``), with offsets local to the file, after
+    checking the layout ``RecordsSnapshotWriter`` guarantees: a SNAPSHOT_HEADER at offset 0 and a
+    SNAPSHOT_FOOTER as the last record (a snapshot without its footer was never frozen)."""
+    source = str(path)
+    rep = report if report is not None else ReadReport()
+    first = True
+    last_was_footer = False
+    end_position = 0
+    for header, fpos, _crc, data, controls in iter_decoded(path, policy=policy, report=rep,
+                                                           max_batch_bytes=max_batch_bytes):
+        if first:
+            first = False
+            if not (controls and header[0] == 0 and isinstance(controls[0][1], SnapshotHeaderRecord)):
+                _layout_fault(f"{Path(path).name} does not start with a SNAPSHOT_HEADER control record at offset 0",
+                              source, fpos, policy, rep)
+        end_position = fpos + header[1] + 12
+        last_was_footer = bool(controls) and isinstance(controls[-1][1], SnapshotFooterRecord)
+        base, epoch, ts = header[0], header[2], header[7]
+        for od, rec, _value in data:
+            yield LogEntry(base + od, rec, base, epoch, ts, source)
+    if not last_was_footer:
+        _layout_fault(f"{Path(path).name} does not end with a SNAPSHOT_FOOTER control record (incomplete snapshot)",
+                      source, end_position, policy, rep)
+
+
+def read_snapshot_header(path: str | Path) -> SnapshotHeaderRecord:
+    """The SNAPSHOT_HEADER of a snapshot file (its ``lastContainedLogTimestamp``)."""
+    for _header, fpos, _crc, _data, controls in iter_decoded(path):
+        if controls and isinstance(controls[0][1], SnapshotHeaderRecord):
+            return controls[0][1]
+        raise DecodeError("the first batch does not hold a SNAPSHOT_HEADER", source=str(path), position=fpos)
+    raise DecodeError("empty snapshot file", source=str(path), position=0)
+
+
+def _layout_fault(reason: str, source: str, position: int, policy: ReadPolicy, report: ReadReport) -> None:
+    if policy == "fail":
+        raise DecodeError(reason, source=source, position=position)
+    report.skipped.append(SkippedRegion(source, position, 0, reason))
+
+
+def read_metadata_log(paths: str | Path | Sequence[str | Path], *, from_snapshot: bool = True,
+                      until_offset: int | None = None, policy: ReadPolicy = "fail",
+                      report: ReadReport | None = None) -> MetadataStream:
+    """Shorthand for ``MetadataLog.open(paths).read(...)``."""
+    return MetadataLog.open(paths).read(from_snapshot=from_snapshot, until_offset=until_offset, policy=policy,
+                                        report=report)
