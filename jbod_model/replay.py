@@ -11,7 +11,7 @@ together, and an AbortTransactionRecord discards them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from jbod_model.errors import ReplayFault
@@ -63,7 +63,9 @@ class _TopicChange:
 
     name: str
     id: Uuid
-    base: dict[int, PartitionRegistration] | None  # None for a topic created in this delta
+    # The image's own mapping, never copied or mutated here: a state-backed (lazy) image only loads the partitions
+    # a record touches. None for a topic created in this delta.
+    base: Mapping[int, PartitionRegistration] | None
     changed: dict[int, PartitionRegistration] = field(default_factory=dict)
 
     def get(self, partition_id: int) -> PartitionRegistration | None:
@@ -71,6 +73,26 @@ class _TopicChange:
         if part is None and self.base is not None:
             part = self.base.get(partition_id)
         return part
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaChanges:
+    """The net effect of a delta on its base image.
+
+    ``brokers`` maps a broker id to its new registration, or None when it was unregistered. ``removed_topics``
+    names topics whose id was deleted (a topic id can be both removed and, re-created, in ``created_topics``);
+    ``partitions`` holds every partition registration written by the delta (of existing or created topics).
+    ``features`` maps a feature to its new level, None when removed; ``configs`` maps a resource to its pending
+    key → value map (None values delete a key), or None when the resource's configs were dropped.
+    """
+
+    features: Mapping[str, int | None]
+    brokers: Mapping[int, BrokerRegistration | None]
+    created_topics: Mapping[Uuid, str]
+    removed_topics: Mapping[Uuid, str]
+    partitions: Mapping[tuple[Uuid, int], PartitionRegistration]
+    configs: Mapping[tuple[int, str], Mapping[str, str | None] | None]
+    last_offset: int
 
 
 class MetadataDelta:
@@ -106,7 +128,7 @@ class MetadataDelta:
         topic = self._base.topics.by_id.get(topic_id)
         if topic is None:
             return None
-        change = _TopicChange(name=topic.name, id=topic.id, base=dict(topic.partitions))
+        change = _TopicChange(name=topic.name, id=topic.id, base=topic.partitions)
         self._topics[topic_id] = change
         return change
 
@@ -257,6 +279,25 @@ class MetadataDelta:
         # The id stays in _removed_topics: apply() must still drop the base topic (and its name) that the re-created
         # one replaces; _topic() finds the re-created topic in _topics first.
         self._topics[record.topic_id] = _TopicChange(name=record.name, id=record.topic_id, base=None)
+
+    # -- what changed ----------------------------------------------------------------------------------------
+
+    def changes(self) -> DeltaChanges:
+        """What this delta changes, without building a new image: for consumers that keep the image elsewhere
+        (the Spark job's state store) and write back only what changed (``MetadataDelta.topicsDelta()`` etc.)."""
+        partitions: dict[tuple[Uuid, int], PartitionRegistration] = {}
+        created: dict[Uuid, str] = {}
+        for topic_id, change in self._topics.items():
+            if change.base is None:
+                created[topic_id] = change.name
+            for pid, part in change.changed.items():
+                partitions[(topic_id, pid)] = part
+        return DeltaChanges(
+            features=dict(self._features), brokers=dict(self._brokers), created_topics=created,
+            removed_topics={tid: name for tid, name in self._removed_topics.items()},
+            partitions=partitions,
+            configs={k: (None if v is None else dict(v)) for k, v in self._configs.items()},
+            last_offset=self._last_offset)
 
     # -- apply -----------------------------------------------------------------------------------------------
 
