@@ -719,3 +719,53 @@ def test_real_binary_file_round_trips_through_dump_text(samples_dir: Path, name:
     assert list(reader.entries()) == entries
     assert [c.to_entry() for c in reader.control_records()] == controls
     assert reader.report().clean
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Binary → dump-log text (jbod inspect): Kafka's own lines for the otus 3.8 log (formats reference §4.1).
+
+
+@pytest.mark.samples
+def test_inspect_prints_the_otus_log_as_kafka_does(samples_dir: Path) -> None:
+    from jbod_model.storage.dump_format import dump_file
+
+    path = samples_dir / f"otus-kafka-kafka3.8/data/{_SEGMENT}"
+    lines = list(dump_file(path))
+    assert lines[:4] == [
+        f"Dumping {path}",
+        "Log starting offset: 0",
+        batch(0, 0, epoch=1, control=True, ts=T0, size=91, crc=3440531446),
+        rec(0, T0, "controlType: LEADER_CHANGE(2)", key_size=4, value_size=19),
+    ]
+    assert lines[5] == rec(1, T1, f"payload: {BEGIN}", value_size=24)
+    assert lines[6] == rec(2, T1, f"payload: {MV20}", value_size=23)
+
+
+@pytest.mark.samples
+@pytest.mark.parametrize("name", [
+    "indus-local-test-rig-kafka4.2/kafka-data/__cluster_metadata-0/00000000000000046533-0000000004.checkpoint",
+    "greenlemont-3node-kafka3.5/data/kafka1/bootstrap.checkpoint",
+    f"otus-kafka-kafka3.8/data/{_SEGMENT}",
+])
+def test_inspect_output_reads_back_to_the_binary_records(samples_dir: Path, name: str) -> None:
+    from jbod_model.storage.dump_format import dump_file
+    from jbod_model.storage.log_reader import read_log_entries
+
+    path = samples_dir / name
+    reader = read("\n".join(dump_file(path)))
+    binary = [(e.offset, e.record, e.leader_epoch, e.timestamp) for e in read_log_entries(path)]
+    assert [(e.offset, e.record, e.leader_epoch, e.timestamp) for e in reader.entries()] == binary
+    assert reader.report().clean
+
+
+def test_inspect_reports_a_torn_tail_like_kafka(tmp_path: Path) -> None:
+    from jbod_model.records.metadata import NoOpRecord
+    from jbod_model.storage.dump_format import dump_file
+    from jbod_model.storage.log_writer import encode_data_batch
+
+    path = tmp_path / "00000000000000000000.log"
+    good = encode_data_batch([NoOpRecord()], base_offset=0, leader_epoch=1, timestamp=5)
+    path.write_bytes(good + good[:30])
+    lines = list(dump_file(path, policy="skip"))
+    assert lines[-1] == f"Found 30 invalid bytes at the end of {path.name}"
+    assert sum(line.startswith("| offset:") for line in lines) == 1
