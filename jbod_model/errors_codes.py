@@ -34,6 +34,13 @@ class Errors(IntEnum):
     INELIGIBLE_REPLICA = 107
     INVALID_REGISTRATION = 119
     INVALID_TOPIC_EXCEPTION = 17
+    OPERATION_NOT_ATTEMPTED = 55
+
+    @property
+    def default_message(self) -> str | None:
+        """Kafka's default description of the error (``Errors.message()``), used where Kafka builds an
+        ``ApiError(error)`` without a message of its own."""
+        return _DEFAULT_MESSAGES.get(self)
 
     @classmethod
     def from_code(cls, code: int) -> Errors | None:
@@ -42,3 +49,9 @@ class Errors(IntEnum):
             return cls(code)
         except ValueError:
             return None
+
+
+#: ``Errors.message()`` texts (3.9) for the codes whose default text reaches a response (add as needed).
+_DEFAULT_MESSAGES: dict[Errors, str] = {
+    Errors.NO_REASSIGNMENT_IN_PROGRESS: "No partition reassignment is in progress.",
+}

@@ -294,7 +294,7 @@ class MetadataDelta:
                 partitions[(topic_id, pid)] = part
         return DeltaChanges(
             features=dict(self._features), brokers=dict(self._brokers), created_topics=created,
-            removed_topics={tid: name for tid, name in self._removed_topics.items()},
+            removed_topics=dict(self._removed_topics),
             partitions=partitions,
             configs={k: (None if v is None else dict(v)) for k, v in self._configs.items()},
             last_offset=self._last_offset)

@@ -1,0 +1,139 @@
+"""Open whatever an operator has — a node's metadata log dir (or several nodes' copies), a segment, a snapshot,
+``kafka-dump-log`` text or canonical JSONL — as one stream of entries on top of a base image.
+
+This is the single place that decides which reader a path needs; the CLI, the Spark source and the tests call it.
+A snapshot is replayed into the *base image* (its records carry offsets local to the file, so they cannot join the
+log's offset space), and the image's provenance is rebased to the snapshot's last contained offset; the log
+records after it follow as entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from jbod_model.dumplog import DumpLogReader, ErrorPolicy
+from jbod_model.errors import InputError
+from jbod_model.image import EMPTY_IMAGE, MetadataImage
+from jbod_model.records.entry import LogEntry
+from jbod_model.replay import replay_entries
+from jbod_model.storage.files import FileKind, file_kind, parse_snapshot_name
+from jbod_model.storage.log_reader import ReadPolicy, ReadReport, read_log_entries
+from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries
+from jbod_model.stream import StreamEntry, read_jsonl
+
+_SNIFF_BYTES = 4096
+
+
+class InputKind(Enum):
+    """What a path holds."""
+
+    METADATA_DIR = "metadata-dir"
+    SEGMENT = "segment"
+    SNAPSHOT = "snapshot"
+    BOOTSTRAP = "bootstrap"
+    JSONL = "jsonl"
+    DUMP_TEXT = "dump-text"
+
+
+def detect_kind(path: str | Path) -> InputKind:
+    """Decide by name first (Kafka's file names are exact), then by content for text files."""
+    p = Path(path)
+    if p.is_dir():
+        return InputKind.METADATA_DIR
+    if not p.is_file():
+        raise InputError(f"{p}: no such file or directory")
+    kind = file_kind(p)
+    if kind is FileKind.SEGMENT:
+        return InputKind.SEGMENT
+    if kind is FileKind.SNAPSHOT:
+        return InputKind.SNAPSHOT
+    if kind is FileKind.BOOTSTRAP:
+        return InputKind.BOOTSTRAP
+    with p.open("rb") as f:
+        head = f.read(_SNIFF_BYTES)
+    if b"\x00" in head:
+        raise InputError(f"{p}: a binary file that is not named like a metadata segment (<20 digits>.log) or "
+                         "snapshot (<20 digits>-<10 digits>.checkpoint)")
+    text = head.decode("utf-8", errors="replace").lstrip()
+    if text.startswith("{"):
+        return InputKind.JSONL
+    if "baseOffset:" in text or "| offset:" in text or "Dumping " in text or " payload: " in text:
+        return InputKind.DUMP_TEXT
+    raise InputError(f"{p}: neither canonical JSONL (one JSON object per line) nor kafka-dump-log output")
+
+
+@dataclass
+class LoadedInput:
+    """A base image and the entries to run on top of it, with what the readers had to skip."""
+
+    base_image: MetadataImage
+    entries: Iterable[StreamEntry]
+    kinds: tuple[InputKind, ...]
+    report: ReadReport = field(default_factory=ReadReport)
+    dump_readers: list[DumpLogReader] = field(default_factory=list)
+
+
+def _until(entries: Iterable[StreamEntry], until_offset: int | None) -> Iterator[StreamEntry]:
+    """Records with offset < N (Kafka's snapshot end-offset convention); the stream stops at the first record at
+    or past N, so requests after that point are not run either."""
+    for entry in entries:
+        if until_offset is not None and isinstance(entry, LogEntry) and entry.offset >= until_offset:
+            return
+        yield entry
+
+
+def _snapshot_image(path: Path, policy: ReadPolicy, report: ReadReport) -> MetadataImage:
+    image = replay_entries(read_snapshot_entries(path, policy=policy, report=report))
+    sid = parse_snapshot_name(path.name)
+    # Provenance: a snapshot stands for the log up to end_offset - 1 (bootstrap.checkpoint for "before offset 0").
+    return dataclasses.replace(image, last_offset=sid.end_offset - 1 if sid is not None else -1)
+
+
+def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", until_offset: int | None = None,
+                from_snapshot: bool = True) -> LoadedInput:
+    """Open one input, or several of the same kind: metadata dirs are copies of one cluster's log (merged and
+    deduplicated by offset); segments are read in base-offset order; JSONL and dump texts are concatenated in
+    the order given."""
+    if not paths:
+        raise InputError("no input given")
+    kinds = tuple(detect_kind(p) for p in paths)
+    if len(set(kinds)) != 1:
+        raise InputError(f"inputs of different kinds cannot be combined: {', '.join(k.value for k in kinds)}")
+    kind = kinds[0]
+    report = ReadReport()
+    loaded = LoadedInput(base_image=EMPTY_IMAGE, entries=(), kinds=kinds, report=report)
+    if kind is InputKind.METADATA_DIR:
+        stream = MetadataLog.open(list(paths)).read(from_snapshot=from_snapshot, until_offset=until_offset,
+                                                    policy=policy, report=report)
+        if stream.snapshot is not None:
+            loaded.base_image = _snapshot_image(stream.snapshot.path, policy, report)
+        loaded.entries = stream.log_entries()
+    elif kind in (InputKind.SNAPSHOT, InputKind.BOOTSTRAP):
+        if len(paths) != 1:
+            raise InputError("give one snapshot at a time (a snapshot is a complete image)")
+        loaded.base_image = _snapshot_image(Path(paths[0]), policy, report)
+        if until_offset is not None and loaded.base_image.last_offset >= until_offset:
+            raise InputError(f"the snapshot already holds offsets up to {loaded.base_image.last_offset}, at or "
+                             f"past --until-offset {until_offset}")
+    elif kind is InputKind.SEGMENT:
+        ordered = sorted((Path(p) for p in paths), key=lambda p: p.name)
+        loaded.entries = _until((e for p in ordered for e in read_log_entries(p, policy=policy, report=report)),
+                                until_offset)
+    elif kind is InputKind.JSONL:
+        loaded.entries = _until(_read_jsonl_files(paths), until_offset)
+    else:
+        readers = [DumpLogReader.from_path(p, policy=ErrorPolicy.FAIL if policy == "fail" else ErrorPolicy.SKIP)
+                   for p in paths]
+        loaded.dump_readers.extend(readers)
+        loaded.entries = _until((e for r in readers for e in r.entries()), until_offset)
+    return loaded
+
+
+def _read_jsonl_files(paths: Sequence[str | Path]) -> Iterator[StreamEntry]:
+    for p in paths:
+        with Path(p).open(encoding="utf-8") as f:
+            yield from read_jsonl(f, source=str(p))

@@ -1,0 +1,230 @@
+"""The ``jbod`` command line: a thin caller of ``jbod_model`` (and of the Spark job in ``pipelines``).
+
+It parses arguments, calls the package, prints with rich, and maps errors to exit codes in one place
+(:func:`_fail`): 2 bad input or usage, 3 undecodable bytes or text, 4 a record that cannot be replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from jbod_model.controller.context import ControllerConfig
+from jbod_model.controller.controller import ReferenceController
+from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
+from jbod_model.image import MetadataImage
+from jbod_model.image_json import image_to_json
+from jbod_model.meta_properties import inventory
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.json_codec import dumps
+from jbod_model.replicas import offline_replicas
+from jbod_model.sources import InputKind, LoadedInput, detect_kind, open_inputs
+from jbod_model.storage.dump_format import dump_file
+from jbod_model.storage.log_reader import ReadPolicy, read_entries
+from jbod_model.stream import StreamRunner, entry_to_json
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
+                  help="Replay KRaft metadata with JBOD log directories (KIP-858): where every replica lives, "
+                       "which went offline, on which disk, when and why.")
+
+
+def _console(*, stderr: bool = False) -> Console:
+    # Built per use so the terminal width (COLUMNS) is read when printing, not at import.
+    return Console(stderr=stderr, soft_wrap=True)
+
+
+EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4
+
+InputsArg = Annotated[list[Path], typer.Argument(
+    help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
+         "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL.", show_default=False)]
+PolicyOpt = Annotated[str, typer.Option("--policy", help="On undecodable input: 'fail', or 'skip' it and report "
+                                                         "what was skipped (every good record is kept).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
+
+
+def _policy(value: str) -> ReadPolicy:
+    if value not in ("fail", "skip"):
+        raise InputError(f"--policy must be 'fail' or 'skip', not {value!r}")
+    return "fail" if value == "fail" else "skip"
+
+
+@contextmanager
+def _fail() -> Iterator[None]:
+    """The one place that turns model errors into messages and exit codes."""
+    try:
+        yield
+    except ReplayFault as e:
+        _console(stderr=True).print(f"[bold red]replay fault:[/] {e}", highlight=False)
+        raise typer.Exit(EXIT_REPLAY) from None
+    except DecodeError as e:
+        _console(stderr=True).print(f"[bold red]cannot decode:[/] {e}", highlight=False)
+        raise typer.Exit(EXIT_DECODE) from None
+    except (InputError, JbodError) as e:
+        _console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(EXIT_INPUT) from None
+
+
+def _runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
+    """A stream runner whose controller starts from the input's base image (a snapshot, or empty)."""
+    return StreamRunner(ReferenceController(loaded.base_image, ControllerConfig(cluster_id=cluster_id)))
+
+
+def _report_skips(loaded: LoadedInput) -> None:
+    if not loaded.report.clean:
+        _console(stderr=True).print(f"[yellow]skipped:[/] {loaded.report.summary()}", highlight=False)
+    for reader in loaded.dump_readers:
+        report = reader.report()
+        for problem in report.problems:
+            _console(stderr=True).print(f"[yellow]skipped:[/] {problem}", highlight=False)
+
+
+def _table(title: str, *columns: str) -> Table:
+    """A table whose cells wrap rather than truncate: a directory id cut to 'AAAA…' is useless to an operator."""
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    return table
+
+
+def _print_image(image: MetadataImage) -> None:
+    doc = image_to_json(image)
+    _console().print(f"metadata.version [bold]{doc['metadataVersion']}[/] (level {doc['featureLevel']}), "
+              f"last offset {doc['lastOffset']}, {len(doc['topics'])} topics, {len(doc['partitions'])} partitions, "
+              f"{len(doc['replicas'])} replicas", highlight=False)
+    brokers = _table("Brokers", "broker", "epoch", "fenced", "controlled shutdown", "online log dirs")
+    for b in doc["brokers"]:
+        brokers.add_row(str(b["brokerId"]), str(b["brokerEpoch"]), str(b["fenced"]).lower(),
+                        str(b["inControlledShutdown"]).lower(), "\n".join(b["logDirs"]) or "(all: pre-3.7-IV2)")
+    _console().print(brokers)
+    names = {t.id: t.name for t in image.topics.by_id.values()}
+    offline = offline_replicas(image)
+    if not offline:
+        _console().print("No offline replicas.")
+        return
+    table = _table(f"Offline replicas ({len(offline)})", "topic", "partition", "broker", "directory", "state",
+                   "reason")
+    for r in offline:
+        table.add_row(names.get(r.topic_id, str(r.topic_id)), str(r.partition_id), str(r.broker_id),
+                      str(r.directory), r.directory_state.value, r.offline_reason.value if r.offline_reason else "")
+    _console().print(table)
+
+
+@app.command()
+def image(inputs: InputsArg,
+          until_offset: Annotated[int | None, typer.Option(
+              "--until-offset", help="Replay only records with offset < N (Kafka's snapshot end-offset "
+                                     "convention).")] = None,
+          full_log: Annotated[bool, typer.Option(
+              "--full-log", help="For a metadata dir: replay the whole log instead of the latest snapshot plus "
+                                 "the log after it.")] = False,
+          as_json: JsonOpt = False, policy: PolicyOpt = "fail") -> None:
+    """Replay INPUT and print the final metadata image (brokers, online dirs, offline replicas).
+
+    With [bold]--json[/] the output is the image JSON contract (docs/image-json.md). Requests in a JSONL input are
+    run through the reference controller.
+    """
+    with _fail():
+        loaded = open_inputs(inputs, policy=_policy(policy), until_offset=until_offset, from_snapshot=not full_log)
+        runner = _runner(loaded)
+        for _event in runner.run(loaded.entries):
+            pass  # requests in JSONL inputs are run; only the final image is printed here
+        img = runner.image
+        _report_skips(loaded)
+        if as_json:
+            print(dumps(image_to_json(img)))
+        else:
+            _print_image(img)
+
+
+@app.command()
+def controller(inputs: InputsArg,
+               cluster_id: Annotated[str | None, typer.Option(
+                   "--cluster-id", help="The controller's cluster id; without it any registration's cluster id "
+                                        "is accepted.")] = None,
+               as_json: JsonOpt = False) -> None:
+    """Run a mixed stream of committed records and controller requests through the reference controller.
+
+    Prints one JSON line per request — {"offset", "type", "response", "records"} — then the final image (a JSON
+    line with [bold]--json[/], tables otherwise).
+    """
+    with _fail():
+        loaded = open_inputs(inputs)
+        runner = _runner(loaded, cluster_id)
+        for event in runner.run(loaded.entries):
+            print(dumps(event.to_json()))
+        if as_json:
+            print(dumps(image_to_json(runner.image)))
+        else:
+            _print_image(runner.image)
+
+
+@app.command()
+def inspect(path: Annotated[Path, typer.Argument(help="A segment, snapshot, bootstrap.checkpoint, dump text or "
+                                                      "JSONL file.", show_default=False)],
+            as_json: Annotated[bool, typer.Option(
+                "--json", help="Canonical JSONL (one record per line, with offsets) instead of dump-log text.")]
+            = False,
+            policy: PolicyOpt = "fail") -> None:
+    """Print the records of a file the way kafka-dump-log --cluster-metadata-decoder does, or as JSONL."""
+    with _fail():
+        kind = detect_kind(path)
+        pol = _policy(policy)
+        if kind in (InputKind.SEGMENT, InputKind.SNAPSHOT, InputKind.BOOTSTRAP):
+            if as_json:
+                for entry in read_entries(path, policy=pol):
+                    if isinstance(entry, LogEntry):  # control records are not metadata records
+                        print(dumps(entry_to_json(entry)))
+            else:
+                for line in dump_file(path, policy=pol):
+                    print(line)
+            return
+        if kind is InputKind.METADATA_DIR:
+            raise InputError(f"{path} is a directory: inspect one file (or use 'jbod image {path}')")
+        loaded = open_inputs([path], policy=pol)
+        for item in loaded.entries:
+            print(dumps(entry_to_json(item)))
+        _report_skips(loaded)
+
+
+@app.command()
+def dirs(paths: Annotated[list[Path], typer.Argument(
+             help="meta.properties files, log dirs holding one, or folders to search.", show_default=False)],
+         as_json: JsonOpt = False) -> None:
+    """The directory inventory from meta.properties (node, path, directory id, cluster) and its validation, as
+    Kafka validates a node's log dirs at startup. Exits 1 when a finding is an error."""
+    with _fail():
+        inv = inventory(paths)
+        findings = inv.all_findings
+        if as_json:
+            print(dumps({
+                "directories": [{"nodeId": r.node_id, "path": r.path, "directoryId": str(r.directory_id)
+                                 if r.directory_id else None, "clusterId": r.cluster_id, "version": int(r.version)}
+                                for r in inv.rows],
+                "findings": [{"severity": str(f.severity), "path": f.path, "message": f.message}
+                             for f in findings]}))
+        else:
+            table = _table("Log directories", "node", "path", "directory id", "cluster id", "version")
+            for r in inv.rows:
+                table.add_row(str(r.node_id), r.path, str(r.directory_id or "(none)"), r.cluster_id or "",
+                              str(int(r.version)))
+            _console().print(table)
+            for f in findings:
+                colour = "red" if str(f.severity) == "error" else "yellow"
+                _console().print(f"[{colour}]{f.severity}[/] {f.path}: {f.message}", highlight=False)
+        if any(str(f.severity) == "error" for f in findings):
+            raise typer.Exit(1)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
