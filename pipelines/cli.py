@@ -21,13 +21,16 @@ from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
 from jbod_model.image import MetadataImage
 from jbod_model.image_json import image_to_json
 from jbod_model.meta_properties import inventory
+from jbod_model.meta_properties import read_file as read_meta_properties
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import dumps
+from jbod_model.records.json_codec import dumps, record_to_json
 from jbod_model.replicas import offline_replicas
 from jbod_model.sources import InputKind, LoadedInput, detect_kind, open_inputs
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.storage.log_reader import ReadPolicy, read_entries
 from jbod_model.stream import StreamRunner, entry_to_json
+from jbod_model.uuid import Uuid
+from jbod_model.whatif import what_if_directories_fail
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
                   help="Replay KRaft metadata with JBOD log directories (KIP-858): where every replica lives, "
@@ -220,6 +223,60 @@ def dirs(paths: Annotated[list[Path], typer.Argument(
                 _console().print(f"[{colour}]{f.severity}[/] {f.path}: {f.message}", highlight=False)
         if any(str(f.severity) == "error" for f in findings):
             raise typer.Exit(1)
+
+
+def _directory_id(value: str) -> Uuid:
+    """A directory given as its Uuid, or as a log dir path (or its meta.properties) whose directory.id is read."""
+    path = Path(value)
+    if path.exists():
+        meta = read_meta_properties(path / "meta.properties" if path.is_dir() else path)
+        if meta.directory_id is None:
+            raise InputError(f"{path} has no directory.id in its meta.properties")
+        return meta.directory_id
+    return Uuid.from_string(value)
+
+
+@app.command()
+def whatif(inputs: InputsArg,
+           fail_dir: Annotated[list[str], typer.Option(
+               "--fail-dir", help="A directory to fail: its Uuid, or a log dir path / meta.properties holding its "
+                                  "directory.id. Repeat for several.", show_default=False)],
+           until_offset: Annotated[int | None, typer.Option(
+               "--until-offset", help="Ask the question of the image before offset N.")] = None,
+           as_json: JsonOpt = False) -> None:
+    """What if these disks failed now? Runs the reference controller's directory-failure handling on the image of
+    INPUT and lists the partitions that lose a replica, lose their leader, go under min ISR or go offline."""
+    with _fail():
+        loaded = open_inputs(inputs, until_offset=until_offset)
+        runner = _runner(loaded)
+        for _event in runner.run(loaded.entries):
+            pass
+        result = what_if_directories_fail(runner.image, [_directory_id(v) for v in fail_dir])
+        if as_json:
+            print(dumps({
+                "failed": [{"brokerId": b, "directory": str(d)} for b, d in result.failed],
+                "records": [record_to_json(r) for r in result.records],
+                "partitions": [{"topicId": str(i.topic_id), "topicName": i.topic_name, "partitionId": i.partition_id,
+                                "brokerId": i.broker_id, "directory": str(i.directory),
+                                "leaderBefore": i.leader_before, "leaderAfter": i.leader_after,
+                                "isrBefore": list(i.isr_before), "isrAfter": list(i.isr_after),
+                                "minIsr": i.min_isr, "losesLeader": i.loses_leader,
+                                "offlineAfter": i.offline_after, "underMinIsrAfter": i.under_min_isr_after}
+                               for i in result.impacts]}))
+            return
+        failed = ", ".join(f"broker {b} {d}" for b, d in result.failed)
+        _console().print(f"If {failed} failed now: {len(result.impacts)} replicas lose their disk, "
+                         f"{len(result.lose_leader)} partitions lose their leader, {len(result.go_offline)} go "
+                         f"offline, {len(result.go_under_min_isr)} go under min ISR "
+                         f"({len(result.records)} records).", highlight=False)
+        table = _table("Affected partitions", "topic", "partition", "broker", "leader before → after",
+                       "ISR before → after", "min ISR", "outcome")
+        for i in result.impacts:
+            outcome = ("OFFLINE" if i.offline_after else "leader moves" if i.loses_leader else
+                       "under min ISR" if i.under_min_isr_after else "loses a follower")
+            table.add_row(i.topic_name, str(i.partition_id), str(i.broker_id), f"{i.leader_before} → {i.leader_after}",
+                          f"{list(i.isr_before)} → {list(i.isr_after)}", str(i.min_isr), outcome)
+        _console().print(table)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -168,3 +168,29 @@ def test_dirs_exits_1_on_a_duplicate_directory_id(tmp_path: Path) -> None:
             f"version=1\nnode.id=1\ncluster.id=abc\ndirectory.id={same}\n")
     result = runner.invoke(app, ["dirs", str(tmp_path)])
     assert result.exit_code == 1 and "Duplicate directory ID" in result.stdout
+
+
+DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
+
+
+def test_whatif_by_uuid_and_by_meta_properties_path(tmp_path: Path) -> None:
+    by_uuid = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", "JbzRyYgxSHyV9F8hM29Rbg", "--json"])
+    assert by_uuid.exit_code == 0, by_uuid.output
+    doc = json.loads(by_uuid.stdout)
+    assert doc["failed"] == [{"brokerId": 2, "directory": "JbzRyYgxSHyV9F8hM29Rbg"}]
+    assert {(p["topicName"], p["partitionId"], p["losesLeader"]) for p in doc["partitions"]} == {
+        ("orders", 1, True), ("payments", 0, False)}
+    assert doc["records"][-1]["type"] == "BROKER_REGISTRATION_CHANGE_RECORD"
+
+    disk = tmp_path / "mnt-d2"
+    disk.mkdir()
+    (disk / "meta.properties").write_text("version=1\nnode.id=2\ncluster.id=c\ndirectory.id=JbzRyYgxSHyV9F8hM29Rbg\n")
+    by_path = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", str(disk), "--json"])
+    assert json.loads(by_path.stdout) == doc
+    table = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", str(disk)])
+    assert "1 partitions lose their leader" in table.stdout and "leader moves" in table.stdout
+
+
+def test_whatif_on_a_directory_no_broker_has_is_an_input_error() -> None:
+    result = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", "Y8UXxSTrSB2pCc9s439Vkw"])  # already failed
+    assert result.exit_code == EXIT_INPUT and "not an online directory" in result.stderr
