@@ -25,7 +25,6 @@ from jbod_model.errors import RequestRejected
 from jbod_model.errors_codes import Errors
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.metadata import (
-    BrokerEndpoint,
     BrokerFeature,
     Record,
     RegisterBrokerRecord,
@@ -63,8 +62,7 @@ def _process_registration_feature(broker_id: int, finalized: dict[str, int],
             f"Unable to register because the broker does not support finalized version {level} of "
             f"{feature.name}. The broker wants a version between {feature.min_supported_version} and "
             f"{feature.max_supported_version}, inclusive.")
-    return BrokerFeature(name=feature.name, min_supported_version=feature.min_supported_version,
-                         max_supported_version=feature.max_supported_version)
+    return feature
 
 
 def register_broker(ctx: ControllerContext, request: BrokerRegistrationRequest
@@ -139,8 +137,7 @@ def _register_broker(ctx: ControllerContext, request: BrokerRegistrationRequest)
                 name=name, min_supported_version=0, max_supported_version=0))
 
     version = mv.register_broker_record_version()
-    end_points = tuple(BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
-                                      security_protocol=lst.security_protocol) for lst in request.listeners)
+    end_points = request.listeners
     records: list[Record] = []
     if request.incarnation_id != prev_incarnation:
         # A new incarnation: first the unclean-shutdown cleanup, then a fenced registration whose epoch is the

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from jbod_model.errors import InputError
 from jbod_model.records.json_codec import message_from_json, message_to_json
+from jbod_model.records.metadata import BrokerEndpoint, BrokerFeature
 from jbod_model.records.schema import Message, kfield
 from jbod_model.uuid import ZERO_UUID, Uuid
 
@@ -74,23 +75,10 @@ def _plain(value: Any) -> Any:
 # BrokerRegistration (apiKey 62)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerRegistrationListener(Message):
-    """``BrokerRegistrationRequest.Listeners[]``."""
-
-    name: str = kfield("name", "string", default="")
-    host: str = kfield("host", "string", default="")
-    port: int = kfield("port", "uint16", default=0)
-    security_protocol: int = kfield("securityProtocol", "int16", default=0)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerRegistrationFeature(Message):
-    """``BrokerRegistrationRequest.Features[]``."""
-
-    name: str = kfield("name", "string", default="")
-    min_supported_version: int = kfield("minSupportedVersion", "int16", default=0)
-    max_supported_version: int = kfield("maxSupportedVersion", "int16", default=0)
+#: ``BrokerRegistrationRequest.Listeners[]`` / ``.Features[]``: the same fields as RegisterBrokerRecord's EndPoints and
+#: Features, so the record's types serve the request too and registration copies them as they are.
+BrokerRegistrationListener = BrokerEndpoint
+BrokerRegistrationFeature = BrokerFeature
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -159,23 +159,10 @@ class BrokerRegistrationChangeRecord(MetadataRecord):
     log_dirs: tuple[Uuid, ...] = kfield("logDirs", "[]uuid", versions="2+", tag=2, default=())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerEndpoint(Message):
-    """``RegisterControllerRecord.EndPoints[]``."""
-
-    name: str = kfield("name", "string", default="")
-    host: str = kfield("host", "string", default="")
-    port: int = kfield("port", "uint16", default=0)
-    security_protocol: int = kfield("securityProtocol", "int16", default=0)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerFeature(Message):
-    """``RegisterControllerRecord.Features[]``."""
-
-    name: str = kfield("name", "string", default="")
-    min_supported_version: int = kfield("minSupportedVersion", "int16", default=0)
-    max_supported_version: int = kfield("maxSupportedVersion", "int16", default=0)
+#: ``RegisterControllerRecord.EndPoints[]`` and ``.Features[]`` have the same fields as the broker's structs; one
+#: Python type each serves every schema that shares the shape (Kafka generates a class per schema).
+ControllerEndpoint = BrokerEndpoint
+ControllerFeature = BrokerFeature
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
