@@ -31,6 +31,7 @@ from jbod_model.storage.log_reader import ReadPolicy, read_entries
 from jbod_model.stream import StreamRunner, entry_to_json
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import what_if_directories_fail
+from pipelines.jobs import JOBS_FILE, JobsFile, crontab_lines, describe, load_jobs, run_job
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
                   help="Replay KRaft metadata with JBOD log directories (KIP-858): where every replica lives, "
@@ -277,6 +278,70 @@ def whatif(inputs: InputsArg,
             table.add_row(i.topic_name, str(i.partition_id), str(i.broker_id), f"{i.leader_before} → {i.leader_after}",
                           f"{list(i.isr_before)} → {list(i.isr_after)}", str(i.min_isr), outcome)
         _console().print(table)
+
+
+jobs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich",
+                       help="Scheduled jobs declared in jobs.yaml: list, validate, run, export to cron.")
+app.add_typer(jobs_app, name="jobs")
+JobsFileOpt = Annotated[Path, typer.Option("--file", help="The jobs file.")]
+
+
+def _command_names() -> list[str]:
+    return sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def _load_jobs(path: Path) -> JobsFile:
+    return load_jobs(path, commands=[c for c in _command_names() if c != "jobs"])
+
+
+@jobs_app.command("list")
+def jobs_list(file: JobsFileOpt = JOBS_FILE, as_json: JsonOpt = False) -> None:
+    """The declared jobs: command, schedule, profile, dependencies."""
+    with _fail():
+        rows = describe(_load_jobs(file))
+        if as_json:
+            print(dumps(rows))
+            return
+        table = _table(f"Jobs in {file}", "job", "command", "schedule", "profile", "after", "enabled")
+        for r in rows:
+            table.add_row(r["name"], r["command"], r["schedule"], r["profile"], ", ".join(r["depends_on"]),
+                          str(r["enabled"]).lower())
+        _console().print(table)
+
+
+@jobs_app.command("validate")
+def jobs_validate(file: JobsFileOpt = JOBS_FILE) -> None:
+    """Check the jobs file: schema, cron expressions, commands, profiles, dependencies (no cycles)."""
+    with _fail():
+        spec = _load_jobs(file)
+        _console().print(f"{file}: {len(spec.jobs)} jobs, valid.", highlight=False)
+
+
+@jobs_app.command("run")
+def jobs_run(name: Annotated[str, typer.Argument(help="The job to run (after its dependencies).")],
+             file: JobsFileOpt = JOBS_FILE) -> None:
+    """Run a job and, first, the jobs it depends on — what cron or an orchestrator calls."""
+    with _fail():
+        spec = _load_jobs(file)
+
+        def invoke(argv: list[str]) -> None:
+            # standalone_mode=False: click returns a command's exit code instead of exiting the process.
+            code = app(args=argv, standalone_mode=False)
+            if isinstance(code, int) and code != 0:
+                raise typer.Exit(code)
+        run_job(spec, name, invoke, on_start=lambda job, argv: _console(stderr=True).print(
+            f"[bold]job {job}[/]: jbod {' '.join(argv)}", highlight=False))
+
+
+@jobs_app.command("crontab")
+def jobs_crontab(file: JobsFileOpt = JOBS_FILE,
+                 workdir: Annotated[Path, typer.Option(help="Directory the jobs run in.")] = Path("."),
+                 log_dir: Annotated[Path | None, typer.Option(help="Append each job's output here.")] = None) -> None:
+    """Crontab lines for the scheduled jobs (install with: jbod jobs crontab | crontab -)."""
+    with _fail():
+        spec = _load_jobs(file)
+        for line in crontab_lines(spec, workdir=workdir.resolve(), jobs_file=file.resolve(), log_dir=log_dir):
+            print(line)
 
 
 def main() -> None:  # pragma: no cover - console entry point

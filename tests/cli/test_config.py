@@ -1,0 +1,61 @@
+"""Configuration resolution: CLI > environment > profile > defaults, validated with clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jbod_model.errors import InputError
+from pipelines.config import CONF_DIR, DeltaWriter, Trigger, resolve_config
+
+
+@pytest.mark.parametrize("profile", sorted(p.stem for p in CONF_DIR.glob("*.yaml")))
+def test_every_bundled_profile_is_valid(profile: str) -> None:
+    cfg = resolve_config(profile, env={})
+    assert cfg.profile == profile
+    assert cfg.spark.conf["spark.sql.streaming.stateStore.providerClass"].endswith("RocksDBStateStoreProvider")
+
+
+def test_defaults_to_the_local_profile_with_deltalake() -> None:
+    cfg = resolve_config(env={})
+    assert cfg.profile == "local" and cfg.delta_writer is DeltaWriter.DELTALAKE
+    assert cfg.trigger is Trigger.AVAILABLE_NOW and cfg.checkpoint_dir == Path("lakehouse/_checkpoints")
+
+
+def test_precedence_cli_over_env_over_profile() -> None:
+    env = {"JBOD_PROFILE": "standalone", "JBOD_TABLES": "/env/tables", "JBOD_SPARK_MASTER": "spark://env:7077"}
+    cfg = resolve_config(env=env)
+    assert cfg.profile == "standalone" and cfg.tables == Path("/env/tables")
+    assert cfg.spark.master == "spark://env:7077"
+    assert cfg.spark.conf["spark.sql.shuffle.partitions"] == "4"  # untouched profile keys survive
+    cfg = resolve_config(cli={"tables": "/cli/tables", "spark.master": None}, env=env)
+    assert cfg.tables == Path("/cli/tables") and cfg.spark.master == "spark://env:7077"
+    assert resolve_config("local", env=env).profile == "local"  # an explicit profile beats JBOD_PROFILE
+
+
+def test_a_profile_can_be_any_yaml_path(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("tables: /data/t\nmax_entries_per_batch: 100\n")
+    cfg = resolve_config(path, env={})
+    assert cfg.profile == "mine" and cfg.max_entries_per_batch == 100
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tabels: x\n", "tabels"),
+    ("delta_writer: parquet\n", "delta_writer"),
+    ("max_entries_per_batch: 0\n", "max_entries_per_batch"),
+    ("quality:\n  fail_on: sometimes\n", "quality.fail_on"),
+    ("- a\n- b\n", "mapping"),
+    ("tables: [unclosed\n", "not valid YAML"),
+])
+def test_invalid_profiles_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        resolve_config(path, env={})
+
+
+def test_unknown_profile_lists_the_known_ones() -> None:
+    with pytest.raises(InputError, match="local"):
+        resolve_config("prod", env={})
