@@ -285,7 +285,8 @@ class FeaturesImage:
     @property
     def metadata_version(self) -> MetadataVersion:
         level = self.levels.get(FEATURE_NAME)
-        return UNSET if level is None else MetadataVersion(level)
+        # Read on every controller decision: share one value per level instead of building one each time.
+        return UNSET if level is None else MetadataVersion.of(level)
 
 
 @dataclass(frozen=True, slots=True)

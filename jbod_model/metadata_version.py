@@ -37,6 +37,14 @@ class MetadataVersion:
     feature_level: int
 
     @classmethod
+    def of(cls, feature_level: int) -> MetadataVersion:
+        """The (shared) value for a feature level."""
+        mv = _BY_LEVEL.get(feature_level)
+        if mv is None:
+            mv = _BY_LEVEL.setdefault(feature_level, cls(feature_level))
+        return mv
+
+    @classmethod
     def from_name(cls, name: str) -> MetadataVersion:
         """Parse a release name such as ``3.7-IV2`` (or a bare level, ``17``)."""
         if name.isdigit():
@@ -99,6 +107,8 @@ class MetadataVersion:
     def partition_change_record_version(self) -> int:
         return self.partition_record_version()
 
+
+_BY_LEVEL: dict[int, MetadataVersion] = {}
 
 #: The level an image has before any FeatureLevelRecord for metadata.version is replayed.
 UNSET = MetadataVersion(0)

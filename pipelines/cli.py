@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,6 +31,9 @@ from jbod_model.storage.log_reader import ReadPolicy, read_entries
 from jbod_model.stream import StreamRunner, entry_to_json
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import what_if_directories_fail
+from pipelines.cli_report import register as _register_report
+from pipelines.cli_simulate import register as _register_simulate
+from pipelines.config import resolve_config
 from pipelines.jobs import JOBS_FILE, JobsFile, crontab_lines, describe, load_jobs, run_job
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
@@ -342,6 +345,77 @@ def jobs_crontab(file: JobsFileOpt = JOBS_FILE,
         spec = _load_jobs(file)
         for line in crontab_lines(spec, workdir=workdir.resolve(), jobs_file=file.resolve(), log_dir=log_dir):
             print(line)
+
+
+# --- the Spark job ---------------------------------------------------------------------------------------------
+
+
+def _print_run_summary(summary: Any) -> None:
+    """Print a :class:`pipelines.job.RunSummary`."""
+    console = _console()
+    console.print(f"Replayed {summary.rows} output rows in {len(summary.batches)} micro-batches "
+                  f"({summary.seconds:.1f} s).", highlight=False)
+    for c in summary.clusters:
+        console.print(f"[bold]cluster {c.cluster_id}[/]: metadata.version {c.metadata_version}, last offset "
+                      f"{c.last_offset}, {c.brokers} brokers, {c.topics} topics, {c.partitions} partitions, "
+                      f"{c.replicas} replicas", highlight=False)
+        if c.offline_by_broker_dir:
+            table = _table("Offline replicas by broker and directory", "broker", "directory", "offline replicas")
+            for broker in sorted(c.offline_by_broker_dir):
+                for directory, count in sorted(c.offline_by_broker_dir[broker].items()):
+                    table.add_row(str(broker), directory, str(count))
+            console.print(table)
+            console.print("Reasons: " + ", ".join(f"{r} {n}" for r, n in sorted(c.offline_reasons.items())),
+                          highlight=False)
+        else:
+            console.print("No offline replicas.")
+        if c.leaderless:
+            console.print("Leaderless partitions: " + ", ".join(f"{t}-{p}" for t, p in c.leaderless),
+                          highlight=False)
+        else:
+            console.print("No leaderless partition.")
+        for fault in c.faults:
+            console.print(f"[bold red]replay stopped:[/] {fault}", highlight=False)
+    console.print(f"Tables: {summary.tables_dir} (checkpoint {summary.checkpoint_dir}). Read them through the Delta "
+                  "log, e.g. pipelines.tables.as_of_image or deltalake.DeltaTable.", highlight=False)
+
+
+@app.command()
+def run(inputs: Annotated[list[Path] | None, typer.Option(
+            "--input", "-i", help="Metadata log dirs (or a directory of them), canonical JSONL, kafka-dump-log text; "
+                                  "repeat for several. Default: the bundled demo cluster with a disk failure.")] = None,
+        tables: Annotated[Path | None, typer.Option("--tables", help="Where the Delta tables go (profile: "
+                                                                     "./lakehouse).")] = None,
+        conf: Annotated[str | None, typer.Option("--conf", help="A profile in conf/ (local, standalone, cluster) or a "
+                                                                "YAML file.")] = None,
+        follow: Annotated[bool, typer.Option("--follow", help="Keep running and pick up new files and grown "
+                                                              "segments (default: process what is there, stop).")
+                          ] = False,
+        cluster_id: Annotated[str | None, typer.Option("--cluster-id", help="Cluster id for inputs without a "
+                                                                            "meta.properties.")] = None,
+        max_entries_per_batch: Annotated[int | None, typer.Option("--max-entries-per-batch", min=1,
+                                                                  help="Cap each micro-batch (per cluster).")] = None,
+        master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
+        as_json: JsonOpt = False) -> None:
+    """Replay KRaft metadata on Spark into Delta tables (structured streaming, stateful, exactly once) and print
+    where replicas went offline. With no input, the bundled demo cluster with a disk failure is replayed."""
+    # Spark, pandas and Delta load only for this command (about a second): the other commands stay quick.
+    from pipelines.job import DEMO_INPUT, run_with_config, stdout_to_stderr  # noqa: PLC0415
+
+    with _fail():
+        config = resolve_config(conf, cli={"tables": tables, "cluster_id": cluster_id,
+                                           "max_entries_per_batch": max_entries_per_batch, "spark.master": master})
+        with stdout_to_stderr():
+            summary = run_with_config(inputs or [DEMO_INPUT], config, follow=follow or None)
+        if as_json:
+            print(dumps(summary.to_json()))
+        else:
+            _print_run_summary(summary)
+
+
+# Commands that live in their own modules register themselves on the app.
+_register_report(app)
+_register_simulate(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 FORBIDDEN = ("pyspark", "delta", "deltalake", "great_expectations", "pandas", "pyarrow", "typer", "rich",
-             "pipelines")
+             "matplotlib", "jinja2", "yaml", "pydantic", "pipelines")
 MODEL = Path(__file__).resolve().parents[1] / "jbod_model"
 
 

@@ -1,0 +1,1423 @@
+"""Operator reports: what is broken now, on which disk, since when, and what happened in between.
+
+Operators know their disks by path (``kafka-log-dirs``, JMX, every UI); the metadata log knows them by Uuid; only
+``meta.properties`` joins the two, and nothing keeps the history (../shared/reference/operators-and-peers.md
+§1–2). A report joins them: every directory is named through :func:`format_directory` (``broker 3 /mnt/d2
+(P2aL9r4s…)`` when the inventory knows the path), and the history comes from trackers fed while the log is
+replayed.
+
+The module separates *input* from *computation* so that the same report can be built from a replay here or from
+the Spark job's Delta tables later:
+
+* **History** — :class:`IncidentTracker` follows directory failures and broker fencing incrementally (fed
+  :class:`~jbod_model.records.entry.LogEntry` values or whole batches, from any source), keeping only what the
+  timeline needs: per incident the partitions it hit and what became of them, plus a compact series of offline
+  replica counts. :class:`ReportTracker` runs it beside an :class:`~jbod_model.invariants.InvariantTracker` (whose
+  placement clocks give the age of pending placements) over one replay, and hands out a frozen
+  :class:`ReportHistory`.
+* **Computation** — :func:`build_report` takes an image, optional :class:`DirectoryPaths` (from the inventory
+  rows) and an optional :class:`ReportHistory`, and returns a frozen :class:`JbodReport`: offline replicas grouped by
+  disk, leaderless and under-min-ISR partitions, pending placements with their age, per-disk replica and leader
+  counts, incidents and the timeline. Anything that can produce an image and a history (a Delta-table reader, a
+  notebook) gets the same report; renderers only format it.
+
+Every rule is the model's: offline replicas are :func:`jbod_model.replicas.offline_reason` (Kafka's metadata
+cache), min ISR is :meth:`ControllerContext.topic_effective_min_isr`, pending placements are I12's clocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from jbod_model.controller.context import ControllerConfig, ControllerContext
+from jbod_model.directory_id import MIGRATING, UNASSIGNED, DirectoryState, is_reserved
+from jbod_model.errors import InputError, ReplayFault
+from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
+from jbod_model.invariants import InvariantTracker
+from jbod_model.meta_properties import DirInventoryRow
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import (
+    NO_LEADER,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    EndTransactionRecord,
+    FenceBrokerRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from jbod_model.replay import MetadataDelta
+from jbod_model.replicas import OfflineReason, offline_reason
+from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner
+from jbod_model.uuid import Uuid
+
+PartitionKey = tuple[Uuid, int]
+#: (topic id, partition id, broker id): one replica.
+ReplicaKey = tuple[Uuid, int, int]
+
+#: How many characters of a directory id follow its path: enough to tell disks apart, short enough to read.
+SHORT_ID_CHARS: Final = 8
+#: How many partitions a one-line summary names before saying "and N more".
+SUMMARY_PARTITIONS: Final = 5
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Positions, directories and partitions as operators read them
+
+
+@dataclass(frozen=True, slots=True)
+class LogPosition:
+    """A place in the metadata log: a record's offset and its batch's append time in ms since the epoch (None when
+    the input has no timestamps: JSONL without them, or records the reference controller wrote)."""
+
+    offset: int
+    timestamp: int | None = None
+
+    def offsets_until(self, later: LogPosition) -> int:
+        return later.offset - self.offset
+
+    def ms_until(self, later: LogPosition) -> int | None:
+        if self.timestamp is None or later.timestamp is None:
+            return None
+        return later.timestamp - self.timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class DirLocation:
+    """Where a directory id is mounted, as its ``meta.properties`` says."""
+
+    node_id: int | None
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryPaths:
+    """Directory id → location: the join between the metadata's Uuids and the operators' paths.
+
+    Build it from ``jbod dirs`` rows (:meth:`from_inventory`) or, later, from the ``dir_inventory`` table. An id
+    found at two locations (a copied disk image, a mislabelled backup) keeps the first by (node, path) and is listed
+    in ``conflicts``; the inventory's own findings already flag it as an error.
+    """
+
+    locations: Mapping[Uuid, DirLocation] = field(default_factory=lambda: MappingProxyType({}))
+    conflicts: tuple[tuple[Uuid, tuple[DirLocation, ...]], ...] = ()
+
+    @classmethod
+    def from_inventory(cls, rows: Iterable[DirInventoryRow]) -> DirectoryPaths:
+        seen: dict[Uuid, list[DirLocation]] = {}
+        ordered = sorted((r for r in rows if r.directory_id is not None),
+                         key=lambda r: (r.node_id is None, r.node_id or 0, r.path))
+        for row in ordered:
+            assert row.directory_id is not None
+            seen.setdefault(row.directory_id, []).append(DirLocation(node_id=row.node_id, path=row.path))
+        return cls(locations=MappingProxyType({d: locs[0] for d, locs in seen.items()}),
+                   conflicts=tuple((d, tuple(locs)) for d, locs in seen.items() if len(locs) > 1))
+
+    def get(self, directory: Uuid) -> DirLocation | None:
+        return self.locations.get(directory)
+
+    def __len__(self) -> int:
+        return len(self.locations)
+
+
+def format_directory(directory: Uuid, paths: DirectoryPaths | None = None, broker_id: int | None = None) -> str:
+    """How every report names a directory: ``broker 3 /mnt/d2 (P2aL9r4s…)`` when the inventory knows its path, the
+    bare Uuid otherwise, and the placeholder's name (``UNASSIGNED``, ``MIGRATING``, ``LOST``) for a reserved id —
+    its 22 base64 characters mean nothing to a person.
+
+    The broker is the metadata's owner of the replica or directory (``broker_id``), else the node whose
+    ``meta.properties`` holds the path: the report is about what the metadata says, the path is what the
+    operator needs to find the disk.
+    """
+    if is_reserved(directory):
+        return DirectoryState.of(directory).value
+    loc = paths.get(directory) if paths is not None else None
+    if loc is None:
+        return str(directory)
+    node = broker_id if broker_id is not None else loc.node_id
+    prefix = f"broker {node} " if node is not None else ""
+    return f"{prefix}{loc.path} ({str(directory)[:SHORT_ID_CHARS]}…)"
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryRef:
+    """A directory as a report shows it: the Uuid, the broker the metadata places it on, the path and node from
+    the inventory (None when unknown), its placeholder state, and the :func:`format_directory` label."""
+
+    directory: Uuid
+    broker_id: int | None
+    path: str | None
+    node_id: int | None
+    state: DirectoryState
+    label: str
+
+
+def directory_ref(directory: Uuid, paths: DirectoryPaths | None = None, broker_id: int | None = None) -> DirectoryRef:
+    loc = paths.get(directory) if paths is not None and not is_reserved(directory) else None
+    return DirectoryRef(directory=directory, broker_id=broker_id, path=loc.path if loc else None,
+                        node_id=loc.node_id if loc else None, state=DirectoryState.of(directory),
+                        label=format_directory(directory, paths, broker_id))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRef:
+    """A partition by topic id, with the topic's name when it was seen (names outlive nothing: a deleted topic's
+    name is the one it had then)."""
+
+    topic_id: Uuid
+    topic_name: str
+    partition_id: int
+
+    @property
+    def label(self) -> str:
+        """Kafka's ``TopicPartition.toString``: ``orders-0``."""
+        return f"{self.topic_name}-{self.partition_id}"
+
+
+def _partition_order(ref: PartitionRef) -> tuple[str, int, str]:
+    return (ref.topic_name, ref.partition_id, str(ref.topic_id))
+
+
+def format_partitions(refs: Sequence[PartitionRef], limit: int = SUMMARY_PARTITIONS) -> str:
+    """``orders-0, orders-2 and 3 more``: a one-line list that stays one line on a 1,000-partition disk."""
+    labels = [r.label for r in sorted(refs, key=_partition_order)]
+    if len(labels) <= limit:
+        return ", ".join(labels)
+    return f"{', '.join(labels[:limit])} and {len(labels) - limit} more"
+
+
+_UNITS: Final = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
+
+
+def format_duration_ms(ms: int) -> str:
+    """``850 ms``, ``42s``, ``5m 3s``, ``2h 5m``, ``3d 4h``: the two largest units, as an incident log says it."""
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms // 1000
+    for (name, size), (next_name, next_size) in itertools.pairwise(_UNITS):
+        if seconds >= size:
+            rest = seconds % size // next_size
+            return f"{seconds // size}{name} {rest}{next_name}" if rest else f"{seconds // size}{name}"
+    return f"{seconds}s"
+
+
+def format_span(start: LogPosition, end: LogPosition) -> str:
+    """``120 offsets (5m 3s)``: how long something lasted in the log, and on the clock when both times are known."""
+    offsets = start.offsets_until(end)
+    ms = start.ms_until(end)
+    text = f"{offsets} offset{'s' if offsets != 1 else ''}"
+    return text if ms is None else f"{text} ({format_duration_ms(ms)})"
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# History: incidents
+
+
+class IncidentKind(StrEnum):
+    """What went wrong."""
+
+    #: A log directory left its broker's online set while the broker stayed registered.
+    DIRECTORY_FAILURE = "DIRECTORY_FAILURE"
+    #: A broker stopped serving: fenced, or unregistered while unfenced.
+    BROKER_OFFLINE = "BROKER_OFFLINE"
+
+
+class Trigger(StrEnum):
+    """Which record showed it (the metadata never says "offline"; an online set shrinks, a flag flips)."""
+
+    #: A BrokerRegistrationChangeRecord: LogDirs without the directory (``handleDirectoriesOffline``), or fenced.
+    REGISTRATION_CHANGE = "REGISTRATION_CHANGE"
+    #: A RegisterBrokerRecord: the broker restarted without the directory, or registered fenced.
+    REREGISTRATION = "REREGISTRATION"
+    #: A FenceBrokerRecord (older metadata versions, or session expiry written that way).
+    FENCE = "FENCE"
+    #: An UnregisterBrokerRecord.
+    UNREGISTRATION = "UNREGISTRATION"
+    #: Already so in the image the history starts from (a snapshot): when it began is not in the input.
+    BASE_IMAGE = "BASE_IMAGE"
+
+
+class Resolution(StrEnum):
+    """How an incident ended."""
+
+    #: The broker registered again with the directory online.
+    DIRECTORY_RETURNED = "DIRECTORY_RETURNED"
+    #: Every replica the failed directory held now lives elsewhere (moved, reassigned, or its topic deleted).
+    DIRECTORY_EVACUATED = "DIRECTORY_EVACUATED"
+    #: The broker was unfenced.
+    BROKER_UNFENCED = "BROKER_UNFENCED"
+
+
+@dataclass(frozen=True, slots=True)
+class AffectedPartition:
+    """One partition an incident hit, what happened to it in the incident's own batch (the controller writes the
+    leader/ISR changes and the registration change atomically), and when it recovered.
+
+    ``lost_leadership``: the broker led it before the batch and not after. ``lost_isr``: the broker left its ISR in
+    the batch. ``leaderless``: no leader after the batch. Then the first position at which it had a leader again
+    (``leader_restored``), the broker was back in its ISR (``isr_restored``), the broker's replica left the failed
+    directory or the broker left the replica set (``moved``), or the topic was deleted (``deleted``). A position
+    stays None when it has not happened (yet).
+    """
+
+    partition: PartitionRef
+    lost_leadership: bool
+    lost_isr: bool
+    leaderless: bool
+    leader_restored: LogPosition | None = None
+    isr_restored: LogPosition | None = None
+    moved: LogPosition | None = None
+    deleted: LogPosition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """A directory failure or a broker going offline, from the record that showed it to the one that ended it.
+
+    ``replicas_offline`` counts the broker's replicas the incident took offline (on the directory, or on the
+    broker); ``partitions`` lists, for a directory failure, every partition with a replica on it, and for a broker
+    going offline the partitions that lost the broker from leadership or ISR in the same batch or were left
+    leaderless (a fenced broker's followers outside the ISR need no follow-up).
+    """
+
+    id: int
+    kind: IncidentKind
+    broker_id: int
+    directory: Uuid | None
+    trigger: Trigger
+    started: LogPosition
+    replicas_offline: int
+    partitions: tuple[AffectedPartition, ...]
+    ended: LogPosition | None = None
+    resolution: Resolution | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended is None
+
+    @property
+    def lost_leadership(self) -> tuple[AffectedPartition, ...]:
+        return tuple(p for p in self.partitions if p.lost_leadership)
+
+    @property
+    def lost_isr(self) -> tuple[AffectedPartition, ...]:
+        return tuple(p for p in self.partitions if p.lost_isr)
+
+    @property
+    def leaderless(self) -> tuple[AffectedPartition, ...]:
+        return tuple(p for p in self.partitions if p.leaderless)
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    """The cluster's health after one batch: offline replicas, partitions without a leader, failed directories
+    (open directory-failure incidents). The tracker keeps a point only when a count changed."""
+
+    at: LogPosition
+    offline_replicas: int
+    leaderless_partitions: int
+    failed_directories: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportHistory:
+    """Everything a report needs from the past, as a plain value: the range of the log it covers (``since`` is the
+    starting image's position, ``until`` the last batch seen), incidents, the offline series, and since when each
+    currently leaderless partition and each pending placement has been so.
+
+    A :class:`ReportTracker` produces it from a replay; a reader of the Spark job's tables can produce the same.
+    """
+
+    since: LogPosition
+    until: LogPosition
+    incidents: tuple[Incident, ...] = ()
+    offline_series: tuple[SeriesPoint, ...] = ()
+    leaderless_since: Mapping[PartitionKey, LogPosition] = field(default_factory=lambda: MappingProxyType({}))
+    pending_since: Mapping[ReplicaKey, LogPosition] = field(default_factory=lambda: MappingProxyType({}))
+    #: Closed incidents forgotten to bound memory (``max_closed_incidents``), oldest first.
+    dropped_incidents: int = 0
+
+
+# -- feeding: batches and transactions --------------------------------------------------------------------------
+
+
+class BatchFeed(ABC):
+    """Turns a stream of :class:`LogEntry` values into committed batches, replays each once, and hands it to
+    :meth:`observe_batch` with the image it produced.
+
+    Entries are grouped by ``batch_base_offset`` (the controller writes a reaction — ISR shrinks and the
+    registration change — as one batch, and "in the same batch" is what ties a failure to its effects); an entry
+    without one is a batch of its own, since nothing says what it was written with. Metadata transactions are
+    honoured as by :class:`~jbod_model.replay.Replayer`: their records become visible together at the
+    EndTransactionRecord, and not at all after an AbortTransactionRecord.
+
+    A caller that replays on its own (and so knows the image after each batch) calls :meth:`observe_batch`
+    directly with committed entries.
+    """
+
+    def __init__(self) -> None:
+        self._buffer: list[LogEntry] = []
+        self._buffer_base: int | None = None
+        self._txn: list[LogEntry] | None = None
+
+    @property
+    @abstractmethod
+    def image(self) -> MetadataImage:
+        """The image after the last observed batch."""
+
+    @abstractmethod
+    def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> None:
+        """Take one committed batch: ``entries`` replayed onto :attr:`image` gave ``image_after``."""
+
+    def feed(self, entry: LogEntry) -> None:
+        """Buffer one entry; a new batch closes the buffered one first."""
+        base = entry.batch_base_offset
+        if self._buffer and (base is None or self._buffer_base is None or base != self._buffer_base):
+            self.end_batch()
+        if not self._buffer:
+            self._buffer_base = base
+        self._buffer.append(entry)
+
+    def feed_all(self, entries: Iterable[LogEntry]) -> None:
+        """Feed entries and close the last batch."""
+        for entry in entries:
+            self.feed(entry)
+        self.end_batch()
+
+    def feed_batch(self, entries: Iterable[LogEntry]) -> None:
+        """Take one whole batch (closing any batch still buffered first)."""
+        self.end_batch()
+        self._buffer = list(entries)
+        self._buffer_base = None
+        self.end_batch()
+
+    def end_batch(self) -> None:
+        """Replay and observe the buffered batch. Raises :class:`ReplayFault` (dropping the batch) when it
+        cannot be replayed."""
+        entries, self._buffer, self._buffer_base = self._buffer, [], None
+        committed = self._commit(entries)
+        if not committed:
+            return
+        delta = MetadataDelta(self.image)
+        for entry in committed:
+            try:
+                delta.replay(entry.record, entry.offset)
+            except ReplayFault as fault:
+                raise fault.located(offset=entry.offset, source=entry.source) from None
+        self.observe_batch(committed, delta.apply())
+
+    def _commit(self, entries: Sequence[LogEntry]) -> list[LogEntry]:
+        """The entries that become visible now (``MetadataBatchLoader``); an open transaction spans batches."""
+        out: list[LogEntry] = []
+        for entry in entries:
+            rec = entry.record
+            if isinstance(rec, BeginTransactionRecord):
+                if self._txn is not None:
+                    raise ReplayFault("BeginTransactionRecord inside an open transaction", record=rec,
+                                      offset=entry.offset, source=entry.source)
+                self._txn = [entry]
+            elif self._txn is not None:
+                if isinstance(rec, EndTransactionRecord):
+                    out.extend(self._txn)
+                    out.append(entry)
+                    self._txn = None
+                elif isinstance(rec, AbortTransactionRecord):
+                    out.append(entry)  # advances provenance past the aborted records only
+                    self._txn = None
+                else:
+                    self._txn.append(entry)
+            elif isinstance(rec, (EndTransactionRecord, AbortTransactionRecord)):
+                raise ReplayFault(f"{rec.TYPE_NAME} without a BeginTransactionRecord", record=rec,
+                                  offset=entry.offset, source=entry.source)
+            else:
+                out.append(entry)
+        return out
+
+
+# -- the incident tracker ---------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Affected:
+    """An :class:`AffectedPartition` while it is followed (mutable: recoveries are filled in as batches arrive;
+    callers only ever get frozen copies)."""
+
+    ref: PartitionRef
+    lost_leadership: bool
+    lost_isr: bool
+    leaderless: bool
+    leader_restored: LogPosition | None = None
+    isr_restored: LogPosition | None = None
+    moved: LogPosition | None = None
+    deleted: LogPosition | None = None
+
+    def freeze(self) -> AffectedPartition:
+        return AffectedPartition(partition=self.ref, lost_leadership=self.lost_leadership, lost_isr=self.lost_isr,
+                                 leaderless=self.leaderless, leader_restored=self.leader_restored,
+                                 isr_restored=self.isr_restored, moved=self.moved, deleted=self.deleted)
+
+
+@dataclass(slots=True)
+class _Incident:
+    """An :class:`Incident` while it is tracked (mutable; frozen by :meth:`freeze` for callers)."""
+
+    id: int
+    kind: IncidentKind
+    broker_id: int
+    directory: Uuid | None
+    trigger: Trigger
+    started: LogPosition
+    replicas_offline: int
+    partitions: dict[PartitionKey, _Affected]
+    ended: LogPosition | None = None
+    resolution: Resolution | None = None
+
+    def freeze(self) -> Incident:
+        parts = tuple(a.freeze() for a in sorted(self.partitions.values(), key=lambda a: _partition_order(a.ref)))
+        return Incident(id=self.id, kind=self.kind, broker_id=self.broker_id, directory=self.directory,
+                        trigger=self.trigger, started=self.started, replicas_offline=self.replicas_offline,
+                        partitions=parts, ended=self.ended, resolution=self.resolution)
+
+
+def _settled(incident: _Incident, a: _Affected) -> bool:
+    """Nothing more to learn about this partition: gone, moved, or recovered from everything it lost once the
+    incident is over (a directory failure's replica may still move off the disk while it is open)."""
+    if a.deleted is not None or a.moved is not None:
+        return True
+    leader_ok = not a.leaderless or a.leader_restored is not None
+    isr_ok = not a.lost_isr or a.isr_restored is not None
+    return leader_ok and isr_ok and incident.ended is not None
+
+
+def _trigger_of(record: Record) -> Trigger:
+    """The trigger named by the last broker record of a batch for that broker."""
+    if isinstance(record, RegisterBrokerRecord):
+        return Trigger.REREGISTRATION
+    if isinstance(record, UnregisterBrokerRecord):
+        return Trigger.UNREGISTRATION
+    if isinstance(record, FenceBrokerRecord):
+        return Trigger.FENCE
+    return Trigger.REGISTRATION_CHANGE
+
+
+def _pk_order(pk: PartitionKey) -> tuple[str, int]:
+    return (str(pk[0]), pk[1])
+
+
+class IncidentTracker(BatchFeed):
+    """Follows directory failures and brokers going offline through a metadata log, batch by batch.
+
+    A directory failure is a directory leaving a registered broker's online set: a BrokerRegistrationChangeRecord
+    whose LogDirs lack it (``handleDirectoriesOffline``), or a RegisterBrokerRecord without it (the broker restarted
+    without the disk). It ends when a registration lists it again, or when every replica it held lives elsewhere.
+    A broker goes offline when it is fenced or unregistered while unfenced, and is back when unfenced. For each
+    incident the tracker records which partitions lost the broker as leader or from the ISR *in the same batch*,
+    then follows those partitions until they have a leader again, the broker is back in their ISR, or the replica
+    moved — and no further.
+
+    Memory is bounded by the cluster, not the log: the current image, an index broker → partitions it hosts (to
+    find a failed disk's replicas without scanning every partition), the offline replicas, per incident the
+    partitions it hit, at most ``max_closed_incidents`` finished incidents (older ones are dropped and counted) and
+    at most ``max_series_points`` points of the offline series (thinned, keeping peaks).
+
+    Start it from the image the log continues from (a snapshot's, or empty); what is already broken there becomes
+    an incident with trigger :attr:`Trigger.BASE_IMAGE`.
+    """
+
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_closed_incidents: int | None = 1000,
+                 max_series_points: int = 10_000) -> None:
+        super().__init__()
+        if max_series_points < 3:
+            raise ValueError("max_series_points must be at least 3")
+        self._image = image
+        self._max_closed = max_closed_incidents
+        self._max_points = max_series_points
+        self._since = LogPosition(image.last_offset)
+        self._last_ts: int | None = None
+        self._next_id = 1
+        self._incidents: dict[int, _Incident] = {}
+        self._closed: deque[int] = deque()
+        self._dropped = 0
+        self._open_dirs: dict[tuple[int, Uuid], _Incident] = {}
+        self._open_brokers: dict[int, _Incident] = {}
+        self._watch: dict[PartitionKey, list[tuple[_Incident, _Affected]]] = {}
+        self._last_dirs: dict[int, frozenset[Uuid]] = {}
+        self._hosted: dict[int, set[PartitionKey]] = {}
+        self._offline: dict[ReplicaKey, OfflineReason] = {}
+        self._leaderless: dict[PartitionKey, LogPosition] = {}
+        self._series: list[SeriesPoint] = []
+        self._seed(image)
+
+    # -- results --------------------------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    @property
+    def since(self) -> LogPosition:
+        """Where the history starts: the position of the starting image."""
+        return self._since
+
+    @property
+    def until(self) -> LogPosition:
+        """The last position observed, with the latest timestamp seen."""
+        return LogPosition(self._image.last_offset, self._last_ts)
+
+    def incidents(self) -> tuple[Incident, ...]:
+        """Every incident kept, in the order they started."""
+        return tuple(i.freeze() for i in self._incidents.values())
+
+    def open_incidents(self) -> tuple[Incident, ...]:
+        return tuple(i.freeze() for i in self._incidents.values() if i.ended is None)
+
+    def offline_series(self) -> tuple[SeriesPoint, ...]:
+        return tuple(self._series)
+
+    def leaderless_since(self) -> Mapping[PartitionKey, LogPosition]:
+        return MappingProxyType(dict(self._leaderless))
+
+    @property
+    def dropped_incidents(self) -> int:
+        return self._dropped
+
+    # -- observing ------------------------------------------------------------------------------------------
+
+    def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> None:
+        if not entries:
+            return
+        before, after = self._image, image_after
+        ts = next((e.timestamp for e in entries if e.timestamp is not None), None)
+        if ts is not None:
+            self._last_ts = ts
+        touched: dict[PartitionKey, int] = {}
+        removed: dict[Uuid, int] = {}
+        brokers: dict[int, tuple[int, Record]] = {}
+        for entry in entries:
+            rec = entry.record
+            if isinstance(rec, (PartitionRecord, PartitionChangeRecord)):
+                touched[(rec.topic_id, rec.partition_id)] = entry.offset
+            elif isinstance(rec, RemoveTopicRecord):
+                removed[rec.topic_id] = entry.offset
+            elif isinstance(rec, (RegisterBrokerRecord, BrokerRegistrationChangeRecord, UnregisterBrokerRecord)):
+                brokers[rec.broker_id] = (entry.offset, rec)
+            elif isinstance(rec, (FenceBrokerRecord, UnfenceBrokerRecord)):
+                brokers[rec.id] = (entry.offset, rec)
+        gone: dict[PartitionKey, int] = {}
+        for tid, offset in removed.items():
+            topic = before.topics.by_id.get(tid)
+            for pid in topic.partitions if topic is not None else ():
+                if (tid, pid) not in touched:
+                    gone[(tid, pid)] = offset
+
+        # 1. What became of partitions earlier incidents hit (before this batch's own incidents start: a leader
+        #    lost and re-elected in one batch was never missing). Follow-ups are dated by their batch: the
+        #    controller answers one AlterPartition or reassignment with one batch, and the timeline groups by it.
+        at_end = LogPosition(entries[-1].offset, ts)
+        for pk in (*touched, *gone):
+            self._follow_up(pk, after.topics.get_partition(*pk), at_end)
+        # 2. Broker transitions start and end incidents, judged against the index as it was before the batch.
+        changed = [b for b in sorted(brokers)
+                   if before.cluster.brokers.get(b) != after.cluster.brokers.get(b)]
+        for b in changed:
+            offset, rec = brokers[b]
+            self._broker_transition(b, before, after, LogPosition(offset, ts), _trigger_of(rec))
+        # 3. Indexes and the series.
+        for pk, offset in gone.items():
+            self._index(after, pk, before.topics.get_partition(*pk), None, LogPosition(offset, ts))
+        for pk, offset in touched.items():
+            self._index(after, pk, before.topics.get_partition(*pk), after.topics.get_partition(*pk),
+                        LogPosition(offset, ts))
+        for b in changed:
+            reg = after.cluster.brokers.get(b)
+            if reg is not None and reg.directories:
+                self._last_dirs[b] = frozenset(reg.directories)
+            for pk in self._hosted.get(b, ()):
+                part = after.topics.get_partition(*pk)
+                if part is not None:
+                    self._set_offline(after, pk, b, part.directory(b))
+        self._image = after
+        self._add_point(at_end)
+
+    # -- incidents ------------------------------------------------------------------------------------------
+
+    def _broker_transition(self, b: int, before: MetadataImage, after: MetadataImage, at: LogPosition,
+                           trigger: Trigger) -> None:
+        old, new = before.cluster.brokers.get(b), after.cluster.brokers.get(b)
+        new_dirs = frozenset(new.directories) if new is not None else frozenset()
+        for (owner, d), incident in list(self._open_dirs.items()):
+            if owner == b and d in new_dirs:
+                self._close(incident, at, Resolution.DIRECTORY_RETURNED)
+        # Compare with the last registration that listed directories: a broker that unregistered and comes back
+        # without a disk has lost it as surely as one whose registration shrank. An empty list means "predates
+        # directory assignment, all online" (KAFKA-16162), never "all failed".
+        old_dirs = frozenset(old.directories) if old is not None else self._last_dirs.get(b, frozenset())
+        if new is not None and old_dirs and new_dirs:
+            for d in sorted(old_dirs - new_dirs):
+                if (b, d) not in self._open_dirs:
+                    self._start_directory_failure(b, d, before, after, at, trigger)
+        was_up = old is not None and not old.fenced
+        is_up = new is not None and not new.fenced
+        if was_up and not is_up:
+            self._start_broker_offline(b, before, after, at, trigger)
+        elif is_up and b in self._open_brokers:
+            self._close(self._open_brokers[b], at, Resolution.BROKER_UNFENCED)
+
+    def _affected(self, pk: PartitionKey, b: int, before: MetadataImage,
+                  after: MetadataImage) -> tuple[PartitionRegistration, _Affected] | None:
+        part = before.topics.get_partition(*pk)
+        topic = before.topics.by_id.get(pk[0])
+        if part is None or topic is None or b not in part.replicas:
+            return None
+        now = after.topics.get_partition(*pk)
+        return part, _Affected(
+            ref=PartitionRef(pk[0], topic.name, pk[1]),
+            lost_leadership=part.leader == b and (now is None or now.leader != b),
+            lost_isr=b in part.isr and (now is None or b not in now.isr),
+            leaderless=now is not None and now.leader == NO_LEADER)
+
+    def _start_directory_failure(self, b: int, d: Uuid, before: MetadataImage, after: MetadataImage,
+                                 at: LogPosition, trigger: Trigger) -> None:
+        partitions: dict[PartitionKey, _Affected] = {}
+        for pk in sorted(self._hosted.get(b, ()), key=_pk_order):
+            found = self._affected(pk, b, before, after)
+            if found is not None and found[0].directory(b) == d:
+                partitions[pk] = found[1]
+        self._open(_Incident(id=self._next_id, kind=IncidentKind.DIRECTORY_FAILURE, broker_id=b, directory=d,
+                             trigger=trigger, started=at, replicas_offline=len(partitions), partitions=partitions))
+
+    def _start_broker_offline(self, b: int, before: MetadataImage, after: MetadataImage, at: LogPosition,
+                              trigger: Trigger) -> None:
+        hosted = sorted(self._hosted.get(b, ()), key=_pk_order)
+        partitions: dict[PartitionKey, _Affected] = {}
+        for pk in hosted:
+            found = self._affected(pk, b, before, after)
+            if found is None:
+                continue
+            part, a = found
+            # Only what the fencing changed needs following; a follower outside the ISR just waits for unfencing.
+            a.leaderless = a.leaderless and part.leader != NO_LEADER
+            if a.lost_leadership or a.lost_isr or a.leaderless:
+                partitions[pk] = a
+        self._open(_Incident(id=self._next_id, kind=IncidentKind.BROKER_OFFLINE, broker_id=b, directory=None,
+                             trigger=trigger, started=at, replicas_offline=len(hosted), partitions=partitions))
+
+    def _open(self, incident: _Incident) -> None:
+        self._next_id += 1
+        self._incidents[incident.id] = incident
+        if incident.kind is IncidentKind.DIRECTORY_FAILURE:
+            assert incident.directory is not None
+            self._open_dirs[(incident.broker_id, incident.directory)] = incident
+        else:
+            self._open_brokers[incident.broker_id] = incident
+        # A partition followed for an earlier, finished incident of the same broker is followed by this one now:
+        # the old follow-up can no longer be told apart from the new.
+        for pk, a in incident.partitions.items():
+            watchers = [(i, x) for i, x in self._watch.get(pk, ())
+                        if not (i.broker_id == incident.broker_id and i.ended is not None)]
+            watchers.append((incident, a))
+            self._watch[pk] = watchers
+
+    def _close(self, incident: _Incident, at: LogPosition, resolution: Resolution) -> None:
+        incident.ended, incident.resolution = at, resolution
+        if incident.kind is IncidentKind.DIRECTORY_FAILURE:
+            assert incident.directory is not None
+            self._open_dirs.pop((incident.broker_id, incident.directory), None)
+        else:
+            self._open_brokers.pop(incident.broker_id, None)
+        for pk, a in incident.partitions.items():
+            if _settled(incident, a):
+                self._unwatch(pk, incident)
+        self._closed.append(incident.id)
+        if self._max_closed is not None:
+            while len(self._closed) > self._max_closed:
+                old = self._incidents.pop(self._closed.popleft())
+                for pk in old.partitions:
+                    self._unwatch(pk, old)
+                self._dropped += 1
+
+    def _unwatch(self, pk: PartitionKey, incident: _Incident) -> None:
+        watchers = [(i, a) for i, a in self._watch.get(pk, ()) if i is not incident]
+        if watchers:
+            self._watch[pk] = watchers
+        else:
+            self._watch.pop(pk, None)
+
+    def _follow_up(self, pk: PartitionKey, part: PartitionRegistration | None, at: LogPosition) -> None:
+        watchers = self._watch.get(pk)
+        if not watchers:
+            return
+        keep: list[tuple[_Incident, _Affected]] = []
+        evacuating: list[_Incident] = []
+        for incident, a in watchers:
+            b = incident.broker_id
+            if part is None:
+                a.deleted = a.deleted or at
+            else:
+                if a.leaderless and a.leader_restored is None and part.leader != NO_LEADER:
+                    a.leader_restored = at
+                if a.lost_isr and a.isr_restored is None and b in part.isr:
+                    a.isr_restored = at
+                if a.moved is None and (b not in part.replicas or (
+                        incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
+                        and part.directory(b) != incident.directory)):
+                    a.moved = at
+            if _settled(incident, a):
+                if incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None:
+                    evacuating.append(incident)
+            else:
+                keep.append((incident, a))
+        if keep:
+            self._watch[pk] = keep
+        else:
+            self._watch.pop(pk, None)
+        for incident in evacuating:
+            if incident.ended is None and incident.partitions and all(
+                    a.moved is not None or a.deleted is not None for a in incident.partitions.values()):
+                self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
+
+    # -- state: hosted replicas, offline replicas, leaderless partitions --------------------------------------
+
+    def _seed(self, image: MetadataImage) -> None:
+        at = self._since
+        for t, p, registration in image.topics.partitions():
+            self._index(image, (t.id, p), None, registration, at)
+        for broker in image.cluster.brokers.values():
+            if broker.directories:
+                self._last_dirs[broker.id] = frozenset(broker.directories)
+        failed: dict[tuple[int, Uuid], dict[PartitionKey, _Affected]] = {}
+        for (tid, pid, b), reason in sorted(self._offline.items(), key=lambda kv: (str(kv[0][0]), kv[0][1:])):
+            if reason is not OfflineReason.DIRECTORY_OFFLINE:
+                continue
+            part = image.topics.get_partition(tid, pid)
+            topic = image.topics.by_id.get(tid)
+            assert part is not None and topic is not None
+            failed.setdefault((b, part.directory(b)), {})[(tid, pid)] = _Affected(
+                ref=PartitionRef(tid, topic.name, pid), lost_leadership=False, lost_isr=False,
+                leaderless=part.leader == NO_LEADER)
+        for (b, d), partitions in sorted(failed.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+            self._open(_Incident(id=self._next_id, kind=IncidentKind.DIRECTORY_FAILURE, broker_id=b, directory=d,
+                                 trigger=Trigger.BASE_IMAGE, started=at, replicas_offline=len(partitions),
+                                 partitions=partitions))
+        for b in sorted(image.cluster.brokers):
+            if image.cluster.brokers[b].fenced:
+                self._open(_Incident(id=self._next_id, kind=IncidentKind.BROKER_OFFLINE, broker_id=b,
+                                     directory=None, trigger=Trigger.BASE_IMAGE, started=at,
+                                     replicas_offline=len(self._hosted.get(b, ())), partitions={}))
+        if image.last_offset >= 0:
+            self._add_point(at)
+
+    def _index(self, image: MetadataImage, pk: PartitionKey, old: PartitionRegistration | None,
+               new: PartitionRegistration | None, at: LogPosition) -> None:
+        tid, pid = pk
+        for b in old.replicas if old is not None else ():
+            hosted = self._hosted.get(b)
+            if hosted is not None:
+                hosted.discard(pk)
+                if not hosted:
+                    del self._hosted[b]
+            self._offline.pop((tid, pid, b), None)
+        if new is None:
+            self._leaderless.pop(pk, None)
+            return
+        for b, d in zip(new.replicas, new.directories, strict=True):
+            self._hosted.setdefault(b, set()).add(pk)
+            self._set_offline(image, pk, b, d)
+        if new.leader == NO_LEADER:
+            self._leaderless.setdefault(pk, at)
+        else:
+            self._leaderless.pop(pk, None)
+
+    def _set_offline(self, image: MetadataImage, pk: PartitionKey, b: int, d: Uuid) -> None:
+        reason = offline_reason(image.cluster, b, d)
+        if reason is None:
+            self._offline.pop((pk[0], pk[1], b), None)
+        else:
+            self._offline[(pk[0], pk[1], b)] = reason
+
+    def _add_point(self, at: LogPosition) -> None:
+        point = SeriesPoint(at=at, offline_replicas=len(self._offline), leaderless_partitions=len(self._leaderless),
+                            failed_directories=len(self._open_dirs))
+        if self._series:
+            last = self._series[-1]
+            if (last.offline_replicas, last.leaderless_partitions, last.failed_directories) == (
+                    point.offline_replicas, point.leaderless_partitions, point.failed_directories):
+                return
+        self._series.append(point)
+        if len(self._series) > self._max_points:
+            self._series = _thin(self._series)
+
+
+def _thin(points: list[SeriesPoint]) -> list[SeriesPoint]:
+    """Halve a series, keeping the first and last points and the worse of each pair in between: a plot of a long
+    log must still show every outage's peak."""
+    middle = points[1:-1]
+    kept = [max(middle[i:i + 2], key=lambda p: (p.offline_replicas, p.leaderless_partitions, p.failed_directories))
+            for i in range(0, len(middle), 2)]
+    return [points[0], *kept, points[-1]]
+
+
+# -- one replay, every history the report needs -----------------------------------------------------------------
+
+
+class ReportTracker(BatchFeed):
+    """Feeds one replay to an :class:`IncidentTracker` and to an :class:`InvariantTracker` with its checks off (only
+    its placement clocks are used: since when each replica has been UNASSIGNED or MIGRATING, I12), so a report's
+    history costs one replay. :meth:`history` freezes what they know."""
+
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_closed_incidents: int | None = 1000,
+                 max_series_points: int = 10_000) -> None:
+        super().__init__()
+        self._incidents = IncidentTracker(image, max_closed_incidents=max_closed_incidents,
+                                          max_series_points=max_series_points)
+        self._placements = InvariantTracker(image, max_pending_offsets=None, max_pending_ms=None,
+                                            image_checks=False, step_checks=False)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._incidents.image
+
+    @property
+    def incident_tracker(self) -> IncidentTracker:
+        return self._incidents
+
+    def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> None:
+        self._incidents.observe_batch(entries, image_after)
+        self._placements.observe_batch(entries, image_after)
+
+    def history(self) -> ReportHistory:
+        tracker = self._incidents
+        pending = {(p.topic_id, p.partition_id, p.broker_id): LogPosition(p.since_offset, p.since_timestamp)
+                   for p in self._placements.pending_placements()}
+        return ReportHistory(since=tracker.since, until=tracker.until, incidents=tracker.incidents(),
+                             offline_series=tracker.offline_series(), leaderless_since=tracker.leaderless_since(),
+                             pending_since=MappingProxyType(pending), dropped_incidents=tracker.dropped_incidents)
+
+
+def run_and_track(runner: StreamRunner, entries: Iterable[StreamEntry], tracker: BatchFeed) -> int:
+    """Run a stream (records and controller requests) through ``runner`` and feed ``tracker`` every record in log
+    order — the input's records and those the controller wrote for each request — closing its last batch. Returns
+    how many records were fed. The tracker replays on its own, so it sees exactly the batches of the log whatever
+    the runner does in between."""
+    fed = 0
+    for entry in entries:
+        if isinstance(entry, RequestEntry):
+            for event in runner.run([entry]):
+                for written in event.entries:
+                    tracker.feed(written)
+                    fed += 1
+        else:
+            for _ in runner.run([entry]):
+                pass  # a record yields no event
+            tracker.feed(entry)
+            fed += 1
+    tracker.end_batch()
+    return fed
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The report
+
+
+class DiskState(StrEnum):
+    """A (broker, directory) pair as the metadata sees it."""
+
+    #: In the broker's online set (or the broker predates directory assignment: all online).
+    ONLINE = "ONLINE"
+    #: Not online: failed, gone with an unregistered broker, or LOST — and still holding replicas.
+    OFFLINE = "OFFLINE"
+    #: Not a disk: replicas whose placement is UNASSIGNED or MIGRATING.
+    PLACEHOLDER = "PLACEHOLDER"
+
+
+class BrokerState(StrEnum):
+    ACTIVE = "ACTIVE"
+    CONTROLLED_SHUTDOWN = "CONTROLLED_SHUTDOWN"
+    FENCED = "FENCED"
+    #: Not registered, yet still named in replica sets.
+    UNREGISTERED = "UNREGISTERED"
+
+
+def _broker_state(reg: BrokerRegistration | None) -> BrokerState:
+    if reg is None:
+        return BrokerState.UNREGISTERED
+    if reg.fenced:
+        return BrokerState.FENCED
+    if reg.in_controlled_shutdown:
+        return BrokerState.CONTROLLED_SHUTDOWN
+    return BrokerState.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class DiskStat:
+    """One broker × directory: how many replicas it holds, how many of them lead, how many are offline."""
+
+    broker_id: int
+    directory: DirectoryRef
+    state: DiskState
+    broker_state: BrokerState
+    replicas: int
+    leaders: int
+    offline_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRow:
+    broker_id: int
+    state: BrokerState
+    epoch: int | None
+    online_directories: tuple[DirectoryRef, ...]
+    replicas: int
+    leaders: int
+    offline_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineReplica:
+    """An offline replica: where the metadata places it, why it is offline (Kafka's first matching reason), and
+    whether it is still in the ISR (the last ISR member is kept when no other can take over)."""
+
+    partition: PartitionRef
+    broker_id: int
+    directory: DirectoryRef
+    reason: OfflineReason
+    in_isr: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineGroup:
+    """The offline replicas of one broker × directory, with the incident that explains them when the history has
+    one (``since``: when the directory failed or the broker went offline)."""
+
+    broker_id: int
+    directory: DirectoryRef
+    reasons: tuple[OfflineReason, ...]
+    replicas: tuple[OfflineReplica, ...]
+    incident_id: int | None = None
+    since: LogPosition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """A partition in trouble (leaderless or under min ISR) with what a person needs to act on it."""
+
+    partition: PartitionRef
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    min_isr: int
+    offline_replicas: tuple[OfflineReplica, ...]
+    leaderless_since: LogPosition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPlacement:
+    """A replica whose directory is still a placeholder on a multi-directory broker, and for how long (None when
+    the history does not know when it began)."""
+
+    partition: PartitionRef
+    broker_id: int
+    state: DirectoryState
+    broker_directories: int
+    since: LogPosition | None
+    age_offsets: int | None
+    age_ms: int | None
+
+
+class EventKind(StrEnum):
+    """Timeline entries, derived from incidents."""
+
+    DIRECTORY_FAILED = "DIRECTORY_FAILED"
+    BROKER_OFFLINE = "BROKER_OFFLINE"
+    LEADER_RESTORED = "LEADER_RESTORED"
+    ISR_RESTORED = "ISR_RESTORED"
+    REPLICAS_MOVED = "REPLICAS_MOVED"
+    PARTITIONS_DELETED = "PARTITIONS_DELETED"
+    DIRECTORY_RETURNED = "DIRECTORY_RETURNED"
+    DIRECTORY_EVACUATED = "DIRECTORY_EVACUATED"
+    BROKER_UNFENCED = "BROKER_UNFENCED"
+
+
+_EVENT_ORDER: Final = {kind: i for i, kind in enumerate(EventKind)}
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    """One line of the incident timeline: where, what, which incident, which partitions, in words."""
+
+    at: LogPosition
+    kind: EventKind
+    incident_id: int
+    broker_id: int
+    directory: DirectoryRef | None
+    partitions: tuple[PartitionRef, ...]
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentRow:
+    """An incident as a report lists it: the tracker's record, its directory named for people, a title, and how
+    long it lasted (until the report's position when still open)."""
+
+    incident: Incident
+    directory: DirectoryRef | None
+    title: str
+    duration_offsets: int
+    duration_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryJoin:
+    """How well the inventory covers the metadata: directories the metadata names without a known path
+    (``unmapped``: give their meta.properties), inventory directories the metadata never names (``unknown``:
+    another cluster, a spare disk, or a directory lost before the history began), directories whose
+    meta.properties names another node than the broker that registered them (``node_mismatches``), and ids found
+    at two places (``conflicts``)."""
+
+    directories: int
+    matched: int
+    unmapped: tuple[DirectoryRef, ...]
+    unknown: tuple[tuple[Uuid, DirLocation], ...]
+    node_mismatches: tuple[DirectoryRef, ...]
+    conflicts: tuple[tuple[Uuid, tuple[DirLocation, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSummary:
+    brokers: int
+    fenced_brokers: int
+    disks: int
+    offline_disks: int
+    topics: int
+    partitions: int
+    replicas: int
+    offline_replicas: int
+    leaderless_partitions: int
+    under_min_isr_partitions: int
+    pending_placements: int
+    open_incidents: int
+
+
+@dataclass(frozen=True, slots=True)
+class JbodReport:
+    """Everything ``jbod report`` shows, computed; renderers only format it (docs/report-json.md).
+
+    ``as_of`` is the image's position (with the last timestamp the history saw); ``history_since`` where the
+    history starts (None: the report was built from an image alone, without timeline or ages).
+    """
+
+    as_of: LogPosition
+    history_since: LogPosition | None
+    metadata_version: str
+    feature_level: int
+    summary: ReportSummary
+    brokers: tuple[BrokerRow, ...]
+    disks: tuple[DiskStat, ...]
+    offline: tuple[OfflineGroup, ...]
+    leaderless: tuple[PartitionStatus, ...]
+    under_min_isr: tuple[PartitionStatus, ...]
+    pending: tuple[PendingPlacement, ...]
+    incidents: tuple[IncidentRow, ...]
+    timeline: tuple[TimelineEvent, ...]
+    offline_series: tuple[SeriesPoint, ...]
+    inventory: InventoryJoin | None
+    dropped_incidents: int = 0
+
+
+@dataclass(slots=True)
+class _Count:
+    replicas: int = 0
+    leaders: int = 0
+    offline: int = 0
+
+
+def _disk_state(reg: BrokerRegistration | None, directory: Uuid) -> DiskState:
+    if directory in (UNASSIGNED, MIGRATING):
+        return DiskState.PLACEHOLDER
+    # LOST (and any other reserved id) is never online; a real id is online iff the registration lists it.
+    if reg is None or not reg.has_online_dir(directory):
+        return DiskState.OFFLINE
+    return DiskState.ONLINE
+
+
+def _disk_order(stat: DiskStat) -> tuple[int, bool, str, str]:
+    ref = stat.directory
+    return (stat.broker_id, stat.state is DiskState.PLACEHOLDER, ref.path or "\uffff", str(ref.directory))
+
+
+def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, history: ReportHistory | None = None,
+                 config: ControllerConfig | None = None) -> JbodReport:
+    """The report of ``image``: the state now, joined with paths when given, and with the history when given.
+
+    ``config`` carries the static broker defaults the log cannot know (``min.insync.replicas`` when neither the
+    topic nor the cluster-wide dynamic default sets it; Kafka's default is 1).
+    """
+    if history is not None and history.until.offset != image.last_offset:
+        # Ages and "since" are measured to the image's offset: a history of another point in the log would lie.
+        raise InputError(f"the history ends at offset {history.until.offset} but the image is at offset "
+                         f"{image.last_offset}: build both from the same replay (or the same as-of offset)")
+    ctx = ControllerContext(image=image, config=config or ControllerConfig())
+    cluster = image.cluster
+    refs: dict[tuple[int | None, Uuid], DirectoryRef] = {}
+
+    def ref(directory: Uuid, broker_id: int | None) -> DirectoryRef:
+        key = (broker_id, directory)
+        if key not in refs:
+            refs[key] = directory_ref(directory, paths, broker_id)
+        return refs[key]
+
+    as_of = LogPosition(image.last_offset, history.until.timestamp if history is not None else None)
+    open_dirs: dict[tuple[int, Uuid], Incident] = {}
+    open_brokers: dict[int, Incident] = {}
+    for incident in history.incidents if history is not None else ():
+        if incident.is_open and incident.directory is not None:
+            open_dirs[(incident.broker_id, incident.directory)] = incident
+        elif incident.is_open:
+            open_brokers[incident.broker_id] = incident
+
+    counts: dict[tuple[int, Uuid], _Count] = {}
+    for broker in cluster.brokers.values():
+        for d in broker.directories:
+            counts[(broker.id, d)] = _Count()
+    for incident in open_dirs.values():
+        assert incident.directory is not None
+        counts.setdefault((incident.broker_id, incident.directory), _Count())
+    offline_by_disk: dict[tuple[int, Uuid], list[OfflineReplica]] = {}
+    leaderless: list[PartitionStatus] = []
+    under_min_isr: list[PartitionStatus] = []
+    pending: list[PendingPlacement] = []
+    gate = image.metadata_version.is_directory_assignment_supported()
+    n_partitions = n_replicas = 0
+    for topic in sorted(image.topics.by_id.values(), key=lambda t: (t.name, str(t.id))):
+        min_isr = ctx.topic_effective_min_isr(topic.name)
+        for pid in sorted(topic.partitions):
+            part = topic.partitions[pid]
+            pref = PartitionRef(topic.id, topic.name, pid)
+            n_partitions += 1
+            offline_here: list[OfflineReplica] = []
+            for b, d in zip(part.replicas, part.directories, strict=True):
+                n_replicas += 1
+                count = counts.setdefault((b, d), _Count())
+                count.replicas += 1
+                count.leaders += int(part.leader == b)
+                reason = offline_reason(cluster, b, d)
+                if reason is not None:
+                    count.offline += 1
+                    replica = OfflineReplica(partition=pref, broker_id=b, directory=ref(d, b), reason=reason,
+                                             in_isr=b in part.isr)
+                    offline_here.append(replica)
+                    offline_by_disk.setdefault((b, d), []).append(replica)
+                reg = cluster.brokers.get(b)
+                # A placeholder on a single-directory broker can only mean that directory; only on a broker with a
+                # choice is it an unresolved placement an operator may need to chase (I12 on multi-dir brokers).
+                if (gate and d in (UNASSIGNED, MIGRATING) and reg is not None and not reg.fenced
+                        and len(reg.directories) > 1):
+                    since = history.pending_since.get((topic.id, pid, b)) if history is not None else None
+                    pending.append(PendingPlacement(
+                        partition=pref, broker_id=b, state=DirectoryState.of(d),
+                        broker_directories=len(reg.directories), since=since,
+                        age_offsets=since.offsets_until(as_of) if since is not None else None,
+                        age_ms=since.ms_until(as_of) if since is not None else None))
+            status = PartitionStatus(
+                partition=pref, leader=part.leader, replicas=part.replicas, isr=part.isr, elr=part.elr,
+                min_isr=min_isr, offline_replicas=tuple(offline_here),
+                leaderless_since=(history.leaderless_since.get((topic.id, pid)) if history is not None
+                                  and part.leader == NO_LEADER else None))
+            if part.leader == NO_LEADER:
+                leaderless.append(status)
+            if len(part.isr) < min_isr:
+                under_min_isr.append(status)
+
+    disks = sorted((DiskStat(broker_id=b, directory=ref(d, b), state=_disk_state(cluster.brokers.get(b), d),
+                             broker_state=_broker_state(cluster.brokers.get(b)), replicas=c.replicas,
+                             leaders=c.leaders, offline_replicas=c.offline)
+                    for (b, d), c in counts.items()), key=_disk_order)
+    offline_groups = []
+    for (b, d), replicas in sorted(offline_by_disk.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        explaining = open_dirs.get((b, d)) or open_brokers.get(b)
+        offline_groups.append(OfflineGroup(
+            broker_id=b, directory=ref(d, b), reasons=tuple(sorted({r.reason for r in replicas}, key=list(
+                OfflineReason).index)),
+            replicas=tuple(sorted(replicas, key=lambda r: _partition_order(r.partition))),
+            incident_id=explaining.id if explaining is not None else None,
+            since=explaining.started if explaining is not None else None))
+
+    broker_ids = sorted(set(cluster.brokers) | {s.broker_id for s in disks})
+    brokers = []
+    for b in broker_ids:
+        registration = cluster.brokers.get(b)
+        mine = [s for s in disks if s.broker_id == b]
+        brokers.append(BrokerRow(
+            broker_id=b, state=_broker_state(registration),
+            epoch=registration.epoch if registration is not None else None,
+            online_directories=tuple(ref(d, b) for d in registration.directories) if registration else (),
+            replicas=sum(s.replicas for s in mine), leaders=sum(s.leaders for s in mine),
+            offline_replicas=sum(s.offline_replicas for s in mine)))
+
+    incidents = history.incidents if history is not None else ()
+    incident_rows = tuple(_incident_row(i, as_of, paths) for i in incidents)
+    real_disks = [s for s in disks if s.state is not DiskState.PLACEHOLDER]
+    summary = ReportSummary(
+        brokers=len(cluster.brokers), fenced_brokers=sum(r.fenced for r in cluster.brokers.values()),
+        disks=len(real_disks), offline_disks=sum(s.state is DiskState.OFFLINE for s in real_disks),
+        topics=len(image.topics.by_id), partitions=n_partitions, replicas=n_replicas,
+        offline_replicas=sum(len(g.replicas) for g in offline_groups), leaderless_partitions=len(leaderless),
+        under_min_isr_partitions=len(under_min_isr), pending_placements=len(pending),
+        open_incidents=sum(i.is_open for i in incidents))
+    mv = image.metadata_version
+    return JbodReport(
+        as_of=as_of, history_since=history.since if history is not None else None, metadata_version=mv.name,
+        feature_level=mv.feature_level, summary=summary, brokers=tuple(brokers), disks=tuple(disks),
+        offline=tuple(offline_groups), leaderless=tuple(leaderless), under_min_isr=tuple(under_min_isr),
+        pending=tuple(pending), incidents=incident_rows, timeline=timeline_events(incidents, paths),
+        offline_series=history.offline_series if history is not None else (),
+        inventory=_inventory_join(image, paths, incidents, disks) if paths is not None else None,
+        dropped_incidents=history.dropped_incidents if history is not None else 0)
+
+
+def _inventory_join(image: MetadataImage, paths: DirectoryPaths, incidents: Sequence[Incident],
+                    disks: Sequence[DiskStat]) -> InventoryJoin:
+    named: dict[Uuid, int] = {}
+    for s in disks:
+        if not is_reserved(s.directory.directory):
+            named.setdefault(s.directory.directory, s.broker_id)
+    for incident in incidents:
+        if incident.directory is not None:
+            named.setdefault(incident.directory, incident.broker_id)
+    refs = [directory_ref(d, paths, b) for d, b in sorted(named.items(), key=lambda kv: (kv[1], str(kv[0])))]
+    return InventoryJoin(
+        directories=len(paths), matched=sum(r.path is not None for r in refs),
+        unmapped=tuple(r for r in refs if r.path is None),
+        unknown=tuple(sorted(((d, loc) for d, loc in paths.locations.items() if d not in named),
+                             key=lambda kv: (kv[1].node_id is None, kv[1].node_id or 0, kv[1].path))),
+        node_mismatches=tuple(r for r in refs if r.node_id is not None and r.node_id != r.broker_id),
+        conflicts=paths.conflicts)
+
+
+# -- incidents and the timeline in words ------------------------------------------------------------------------
+
+
+def incident_title(incident: Incident, paths: DirectoryPaths | None = None) -> str:
+    """``broker 2 /mnt/d1 (Y8UXxSTr…) failed`` / ``broker 2 offline (fenced)``."""
+    if incident.directory is not None:
+        what = format_directory(incident.directory, paths, incident.broker_id)
+        if not what.startswith("broker "):
+            what = f"broker {incident.broker_id} directory {what}"
+        verb = "already offline at the start" if incident.trigger is Trigger.BASE_IMAGE else "failed"
+        return f"{what} {verb}"
+    how = {Trigger.UNREGISTRATION: "unregistered", Trigger.REREGISTRATION: "re-registered fenced",
+           Trigger.BASE_IMAGE: "already fenced at the start"}.get(incident.trigger, "fenced")
+    return f"broker {incident.broker_id} offline ({how})"
+
+
+def _incident_row(incident: Incident, as_of: LogPosition, paths: DirectoryPaths | None) -> IncidentRow:
+    end = incident.ended or as_of
+    return IncidentRow(incident=incident,
+                       directory=(directory_ref(incident.directory, paths, incident.broker_id)
+                                  if incident.directory is not None else None),
+                       title=incident_title(incident, paths), duration_offsets=incident.started.offsets_until(end),
+                       duration_ms=incident.started.ms_until(end))
+
+
+_TRIGGER_WORDS: Final = {
+    Trigger.REGISTRATION_CHANGE: "BrokerRegistrationChangeRecord",
+    Trigger.REREGISTRATION: "RegisterBrokerRecord",
+    Trigger.FENCE: "FenceBrokerRecord",
+    Trigger.UNREGISTRATION: "UnregisterBrokerRecord",
+    Trigger.BASE_IMAGE: "the starting image",
+}
+
+
+def _start_summary(incident: Incident, title: str) -> str:
+    b = incident.broker_id
+    head = f"{title}: {_plural(incident.replicas_offline, 'replica')} offline ({_TRIGGER_WORDS[incident.trigger]})"
+    if incident.trigger is Trigger.BASE_IMAGE:
+        return head
+    lost_leader = [p.partition for p in incident.lost_leadership]
+    lost_isr = [p.partition for p in incident.lost_isr]
+    leaderless = [p.partition for p in incident.leaderless]
+    parts = []
+    if lost_leader:
+        parts.append(f"{_plural(len(lost_leader), 'partition')} lost broker {b} as leader "
+                     f"({format_partitions(lost_leader)})")
+    if lost_isr:
+        parts.append(f"{len(lost_isr)} dropped broker {b} from the ISR ({format_partitions(lost_isr)})")
+    if leaderless:
+        parts.append(f"{len(leaderless)} left without a leader ({format_partitions(leaderless)})")
+    elif parts:
+        parts.append("none left without a leader")
+    if not parts:
+        return f"{head}; no leader or ISR changed in the same batch"
+    return f"{head}; in the same batch {', '.join(parts)}"
+
+
+def timeline_events(incidents: Iterable[Incident], paths: DirectoryPaths | None = None) -> tuple[TimelineEvent, ...]:
+    """The incident timeline: each incident's start (with what its batch did), the follow-ups grouped by position
+    (leaders back, broker back in ISRs, replicas moved off, partitions deleted), and its end, ordered by offset."""
+    events: list[TimelineEvent] = []
+    for incident in incidents:
+        b = incident.broker_id
+        dref = directory_ref(incident.directory, paths, b) if incident.directory is not None else None
+        title = incident_title(incident, paths)
+        name = dref.label if dref is not None else f"broker {b}"
+        if dref is not None and not name.startswith("broker "):
+            name = f"broker {b} directory {name}"
+
+        def add(at: LogPosition, kind: EventKind, partitions: Sequence[PartitionRef], summary: str,
+                incident: Incident = incident, dref: DirectoryRef | None = dref) -> None:
+            events.append(TimelineEvent(at=at, kind=kind, incident_id=incident.id, broker_id=incident.broker_id,
+                                        directory=dref, partitions=tuple(sorted(partitions, key=_partition_order)),
+                                        summary=summary))
+
+        hit = [p.partition for p in incident.partitions
+               if p.lost_leadership or p.lost_isr or p.leaderless]
+        start_kind = (EventKind.DIRECTORY_FAILED if incident.kind is IncidentKind.DIRECTORY_FAILURE
+                      else EventKind.BROKER_OFFLINE)
+        add(incident.started, start_kind, hit, _start_summary(incident, title))
+        groups: dict[tuple[int, EventKind], tuple[LogPosition, list[PartitionRef]]] = {}
+        for p in incident.partitions:
+            for at, kind in ((p.leader_restored, EventKind.LEADER_RESTORED), (p.isr_restored, EventKind.ISR_RESTORED),
+                             (p.moved, EventKind.REPLICAS_MOVED), (p.deleted, EventKind.PARTITIONS_DELETED)):
+                if at is not None:
+                    groups.setdefault((at.offset, kind), (at, []))[1].append(p.partition)
+        for (_, kind), (at, refs) in groups.items():
+            listed = format_partitions(refs)
+            summary = {
+                EventKind.LEADER_RESTORED: f"{listed}: leader elected again after {format_span(incident.started, at)}",
+                EventKind.ISR_RESTORED: f"broker {b} back in the ISR of {listed} after "
+                                        f"{format_span(incident.started, at)}",
+                EventKind.REPLICAS_MOVED: (f"{listed}: replica moved off {name}" if dref is not None
+                                           else f"{listed}: broker {b} removed from the replicas"),
+                EventKind.PARTITIONS_DELETED: f"{listed}: topic deleted",
+            }[kind]
+            add(at, kind, refs, summary)
+        if incident.ended is not None and incident.resolution is not None:
+            span = format_span(incident.started, incident.ended)
+            end_kind, summary = {
+                Resolution.DIRECTORY_RETURNED: (EventKind.DIRECTORY_RETURNED,
+                                                f"{name} online again after {span} (broker {b} registered with it)"),
+                Resolution.DIRECTORY_EVACUATED: (EventKind.DIRECTORY_EVACUATED,
+                                                 f"{name}: every replica it held now lives elsewhere, {span} after "
+                                                 "it failed"),
+                Resolution.BROKER_UNFENCED: (EventKind.BROKER_UNFENCED, f"broker {b} unfenced after {span}"),
+            }[incident.resolution]
+            add(incident.ended, end_kind, [], summary)
+    events.sort(key=lambda e: (e.at.offset, e.incident_id, _EVENT_ORDER[e.kind]))
+    return tuple(events)
