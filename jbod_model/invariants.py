@@ -28,7 +28,7 @@ layer can apply them to table rows under the same invariant names."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -87,6 +87,9 @@ class Scope(StrEnum):
     RECORD = "record"
     IMAGE = "image"
     HISTORY = "history"
+    #: Needs data from outside the log (meta.properties, broker config, DescribeLogDirs, cordons): I22–I25, checked by
+    #: the data-quality layer (``pipelines.quality``) when those inputs exist.
+    EXTERNAL = "external"
 
 
 class Kind(StrEnum):
@@ -95,6 +98,8 @@ class Kind(StrEnum):
 
     STRUCTURAL = "structural"
     SEMANTIC = "semantic"
+    #: §4's "needs outside inputs (X)" group, I22–I25.
+    EXTERNAL = "external"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,9 +192,16 @@ def _mv_known(mv: MetadataVersion) -> bool:
 # Per-row predicates (reusable on table rows)
 
 
+def directories_length_ok(replicas: Sized, directories: Sized) -> bool:
+    """I1 on raw arrays (replica ids; directory ids or their text): one directory per replica. For rows that cannot
+    become a :class:`PartitionRegistration` (its constructor refuses a non-empty array of the wrong length), e.g. a
+    table row."""
+    return len(directories) == len(replicas)
+
+
 def partition_directories_length_ok(partition: PartitionRegistration) -> bool:
     """I1 on a partition: one directory per replica (``PartitionRegistration`` constructor, R1.1/R1.2)."""
-    return len(partition.directories) == len(partition.replicas)
+    return directories_length_ok(partition.replicas, partition.directories)
 
 
 def partition_record_directories_length_ok(record: PartitionRecord) -> bool:
@@ -346,6 +358,67 @@ def replica_demoted(partition: PartitionRegistration, broker_id: int) -> bool:
     if partition.leader == broker_id:
         return False
     return broker_id not in partition.isr or (partition.isr == (broker_id,) and partition.leader == NO_LEADER)
+
+
+def replica_pending_placement(registration: BrokerRegistration | None, directory: Uuid,
+                              mv: MetadataVersion) -> bool:
+    """I12's clock runs for this replica: at metadata.version ≥ 3.7-IV2 its directory is a placeholder
+    (UNASSIGNED or MIGRATING) on a registered, unfenced broker — the broker will send AssignReplicasToDirs. A
+    fenced or unregistered broker stops the clock (it cannot send anything). Pending is *not* a violation (§4.1):
+    only pending for longer than a threshold is."""
+    return (mv.is_directory_assignment_supported() and directory in (UNASSIGNED, MIGRATING)
+            and registration is not None and not registration.fenced)
+
+
+def registration_carried_over(registration: BrokerRegistration, mv: MetadataVersion) -> bool:
+    """I9's warning clock runs: at metadata.version ≥ 3.7-IV2 the registration lists no directories, i.e. it was
+    written before the upgrade (an empty list then means "every directory online", KAFKA-16162) and the broker has
+    not re-registered yet (``BrokerRegistrationTracker``, KAFKA-16757)."""
+    return mv.is_directory_assignment_supported() and not registration.directories
+
+
+def replica_directory_registered(directory: Uuid, ever_registered: Collection[Uuid]) -> bool:
+    """I21 on one replica: a placeholder, or a directory its broker has listed in a registration at some time
+    (now or in the past). Not "is online now": after a disk failure that is the definition of an offline replica
+    (I13, §4.1)."""
+    return is_reserved(directory) or directory in ever_registered
+
+
+def jbod_supported(configured_log_dirs: int, mv: MetadataVersion) -> bool:
+    """I22: more than one configured data directory needs metadata.version ≥ 3.7-IV2 — below it the controller
+    cannot move leaders off a failed disk (KAFKA-16606). True while the metadata.version is unknown."""
+    return configured_log_dirs <= 1 or not _mv_known(mv) or mv.is_directory_assignment_supported()
+
+
+def online_directory_on_disk(directory: Uuid, disk_directory_ids: Collection[Uuid]) -> bool:
+    """I24 on one of a broker's online directories: some ``meta.properties`` of that broker's disks carries it as
+    ``directory.id`` (``KafkaRaftServer.initializeLogDirs`` registers exactly those)."""
+    return directory in disk_directory_ids
+
+
+def disk_directory_id_ok(directory: Uuid) -> bool:
+    """I24 on one disk: its ``directory.id`` is not reserved (``MetaPropertiesEnsemble.verify``; I4)."""
+    return not is_reserved(directory)
+
+
+#: Replay refuses some breaches outright (``ReplayFault``), so they reach the tables only as a replay fault: the
+#: reason's text (``jbod_model.replay`` / ``jbod_model.image``, mirroring Kafka's messages) → the invariant.
+REPLAY_FAULT_INVARIANTS: tuple[tuple[str, str], ...] = (
+    ("already assigned to broker", "I6"),
+    ("no broker registration found for broker", "I7"),
+    ("no broker registration with epoch", "I7"),
+    ("lengths for replicas", "I1"),
+    ("InvalidReplicaDirectoriesException", "I1"),
+)
+
+
+def fault_invariant(message: str) -> str | None:
+    """The invariant a replay fault's message says replay enforced (I1, I6, I7), or None for another fault (an
+    unknown topic, a transaction out of order …)."""
+    for needle, name in REPLAY_FAULT_INVARIANTS:
+        if needle in message:
+            return name
+    return None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1026,6 +1099,32 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType({inv.name: inv for inv in
          source="ReplicationControlManager.handleAssignReplicasToDirs; directory uniqueness (I6)"),
 )})
 
+#: §4's invariants that need inputs from outside the metadata log, I22–I25, by name. No check here: the model never
+#: reads disks or configs. ``pipelines.quality`` checks them when the inputs exist (meta.properties inventory, broker
+#: configuration) and reports them skipped, with the reason, when they do not.
+EXTERNAL_INVARIANTS: Mapping[str, Invariant] = MappingProxyType({inv.name: inv for inv in (
+    _inv("I22", "JBOD needs metadata.version ≥ 3.7-IV2", _E, Scope.EXTERNAL, Kind.EXTERNAL,
+         rationale="Below 3.7-IV2 the controller cannot fail leaders over when one of several log dirs fails.",
+         source="KAFKA-16606 (PR #15834); KAFKA-16969; Strimzi PR #11697"),
+    _inv("I23", "metadata placement matches the disks", _W, Scope.EXTERNAL, Kind.EXTERNAL,
+         rationale="A replica's recorded directory is the one holding its log, once in-flight moves settle.",
+         source="ReplicaManager.maybeUpdateTopicAssignment; KAFKA-16297, KAFKA-16082, KAFKA-2556"),
+    _inv("I24", "registered directories match the disks", _E, Scope.EXTERNAL, Kind.EXTERNAL,
+         rationale="A broker registers the directory.id of each of its online data dirs, unique and unreserved.",
+         source="KafkaRaftServer.initializeLogDirs; MetaPropertiesEnsemble.verify; ReplicaManager.handleLogDirFailure"),
+    _inv("I25", "cordoned directories get no new replicas", _W, Scope.EXTERNAL, Kind.EXTERNAL,
+         rationale="Cordoned directories are online directories of the broker and receive no new placements.",
+         source="KIP-1066 / KAFKA-19774 (PR #21273); KAFKA-20441; KAFKA-20901"),
+)})
+
+
+def invariant(name: str) -> Invariant:
+    """Any §4 invariant by name, I1–I25 (:data:`INVARIANTS` or :data:`EXTERNAL_INVARIANTS`)."""
+    found = INVARIANTS.get(name) or EXTERNAL_INVARIANTS.get(name)
+    if found is None:
+        raise KeyError(f"no invariant named {name!r} (I1–I25)")
+    return found
+
 def _selected(names: Iterable[str] | None) -> list[Invariant]:
     if names is None:
         return list(INVARIANTS.values())
@@ -1319,9 +1418,9 @@ class InvariantTracker:
                 continue
             prev = before.topics.get_partition(tid, pid)
             for b, d in zip(part.replicas, part.directories, strict=False):
-                if is_reserved(d) or (prev is not None and _dir_of(prev, b) == d):
-                    continue  # placeholders, and directories this batch did not set
-                if d in self._registered.get(b, ()):
+                if prev is not None and _dir_of(prev, b) == d:
+                    continue  # directories this batch did not set
+                if replica_directory_registered(d, self._registered.get(b, ())):
                     continue
                 others = sorted(self._registrants.get(d, set()) - {b})
                 why = f"only broker(s) {others} registered it" if others else "no broker ever registered it"
@@ -1337,9 +1436,8 @@ class InvariantTracker:
             live.update(self._rescan_partition(image, topic.id, pid, now, now_ts))
         for key in [k for k in self._pending if k not in live]:
             del self._pending[key]
-        gate = image.metadata_version.is_directory_assignment_supported()
         for b, reg in image.cluster.brokers.items():
-            if gate and not reg.directories:
+            if registration_carried_over(reg, image.metadata_version):
                 self._carried.setdefault(b, _Clock(MIGRATING, now, now_ts))
             else:
                 self._carried.pop(b, None)
@@ -1350,11 +1448,9 @@ class InvariantTracker:
                           now_ts: int | None) -> set[ReplicaKey]:
         part = image.topics.get_partition(tid, pid)
         pending: set[ReplicaKey] = set()
-        gate = image.metadata_version.is_directory_assignment_supported()
-        if part is not None and gate:
+        if part is not None and image.metadata_version.is_directory_assignment_supported():
             for b, d in zip(part.replicas, part.directories, strict=False):
-                reg = image.cluster.brokers.get(b)
-                if d in (UNASSIGNED, MIGRATING) and reg is not None and not reg.fenced:
+                if replica_pending_placement(image.cluster.brokers.get(b), d, image.metadata_version):
                     pending.add((tid, pid, b))
                     clock = self._pending.get((tid, pid, b))
                     if clock is None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -53,13 +53,23 @@ class SparkSettings(_Strict):
     conf: dict[str, str] = Field(default_factory=dict)
 
 
-class QualitySettings(_Strict):
-    """Data-quality checks (``jbod check``): which suites run, when a failure fails the run, thresholds."""
+#: A data-quality suite of ``jbod check`` (``pipelines.quality``; docs/data-quality.md).
+Suite = Literal["structural", "semantic", "history", "log", "external"]
+SUITE_NAMES: tuple[str, ...] = get_args(Suite)
 
-    suites: tuple[str, ...] = ("structural", "semantic", "history")
+
+class QualitySettings(_Strict):
+    """Data-quality checks (``jbod check``): which suites run, when a failure fails the run (``fail_on``: exit 1
+    when an expectation of that severity or worse fails; ``never`` only reports), thresholds, the engine GX
+    validates on and how many offending rows a result keeps as its sample."""
+
+    suites: tuple[Suite, ...] = ("structural", "semantic", "history", "log", "external")
     fail_on: str = Field(default="error", pattern="^(error|warning|never)$")
+    #: I12 (placeholders resolve) and I9's carried-over registrations: the longest wait, in offsets and in ms.
     pending_placement_max_offsets: int = Field(default=10_000, ge=1)
     pending_placement_max_ms: int = Field(default=600_000, ge=1)
+    engine: str = Field(default="pandas", pattern="^(pandas|spark)$")
+    sample_rows: int = Field(default=20, ge=1, le=1000)
 
 
 class JobConfig(_Strict):

@@ -181,7 +181,9 @@ class MetadataLog:
         """One copy's records in ``[start, until)``, in offset order, from its segments in base-offset
         order."""
         segments = self.copies[index].segments
-        last = start - 1
+        # The last offset read from this copy: none yet. (Not ``start - 1``: the first batch read may begin before
+        # ``start`` when ``start`` falls inside a batch, and that is no overlap.)
+        last = -1
         for i, segment in enumerate(segments):
             if until is not None and segment.base_offset >= until:
                 break

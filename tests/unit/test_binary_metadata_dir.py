@@ -329,3 +329,15 @@ def test_log_starting_after_the_snapshot_end(tmp_path: Path) -> None:
                    last_contained_log_timestamp=0, timestamp=TS)
     with pytest.raises(DecodeError, match="log starts at offset 45, after the snapshot's end offset 40"):
         list(read_metadata_log(root))
+
+
+def test_a_start_offset_inside_a_batch_reads_from_it(tmp_path: Path) -> None:
+    """A reader resuming mid-batch (a streaming source whose micro-batch ended inside a batch) gets the rest of the
+    batch: the batch begins before the start offset, which is no overlap."""
+    part = tmp_path / "n" / PARTITION_DIR
+    part.mkdir(parents=True)
+    records = [LogEntry(i, NoOpRecord(), leader_epoch=1, timestamp=TS) for i in range(6)]
+    write_segment(part / segment_file_name(0), [records[:2], records[2:5], records[5:]])
+    log = MetadataLog.open(tmp_path / "n")
+    assert [e.offset for e in log.log_entries(start_offset=3, until_offset=6)] == [3, 4, 5]
+    assert [e.offset for e in log.log_entries(start_offset=4, until_offset=5)] == [4]
