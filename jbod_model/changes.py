@@ -1,0 +1,826 @@
+"""Incremental replay over keyed storage: replay a few entries on top of an image that lives elsewhere (a state
+store), learn exactly which rows of every view changed at which offset, and write back only those keys.
+
+This is what a streaming consumer of the metadata log needs (the Spark job keeps one cluster's image in a keyed state
+store; any key-value store would do), and the reason it lives here rather than in the consumer: every rule — replay,
+metadata transactions, which replicas a change affects and why a replica is offline — is the model's.
+
+* :class:`ImageReader` is the read side of such a store: one broker, topic, partition or config at a time, plus an
+  index *broker → partitions hosting a replica there* (Kafka's controller keeps the same kind of index,
+  ``BrokersToIsrs``), so that fencing a broker reads the partitions it hosts and nothing else.
+* :class:`IncrementalReplayer` replays entries onto a :class:`~jbod_model.image.MetadataImage` whose mappings are
+  lazy views of the reader plus the batch's pending writes (``MetadataDelta`` keeps a reference to a topic's
+  partition map and only ``get``\\ s from it, so a record reads only the keys it touches). Each *visible step* — a
+  record outside a metadata transaction, a whole committed transaction at its EndTransactionRecord, an
+  AbortTransactionRecord, a snapshot load — yields a :class:`Step` naming every feature, broker, topic, partition and
+  replica whose value changed, with the value before and after; :meth:`IncrementalReplayer.writes` gives the net
+  :class:`ImageWrites` to store at the end of the batch, and :meth:`IncrementalReplayer.pending_transaction` the
+  entries of a transaction still open (they are replayed again, unchanged, at the start of the next batch).
+* :class:`DictImageStore` is an in-memory store with the same contract: the reference the tests compare against and
+  a way to run the incremental path without any store.
+
+Steps follow :class:`~jbod_model.replay.Replayer` exactly (the image after step *k* equals the replay of every entry
+up to the step's offset), so a consumer that records each step's changes as of the step's offset can answer "the
+state as of offset N" for any N, whatever batches it was fed in.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from jbod_model.controller.context import ControllerConfig, ControllerState
+from jbod_model.controller.controller import ReferenceController
+from jbod_model.errors import InputError, ReplayFault
+from jbod_model.image import (
+    BrokerRegistration,
+    ClusterImage,
+    ConfigurationsImage,
+    FeaturesImage,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
+from jbod_model.replay import DeltaChanges, MetadataDelta
+from jbod_model.replicas import ReplicaState, partition_replicas
+from jbod_model.uuid import Uuid
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+PartitionKey = tuple[Uuid, int]
+ConfigKey = tuple[int, str]
+#: (topic id, partition id, broker id): the identity of one replica.
+ReplicaKey = tuple[Uuid, int, int]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Partition id sets
+
+
+class RangeSet:
+    """A set of non-negative ints held as sorted, disjoint, non-adjacent ``[start, end)`` ranges.
+
+    A topic's partition ids are almost always ``0..n-1`` (Kafka creates them contiguously and never deletes one
+    alone), so storing them as ranges keeps a 100,000-partition topic's id set to one pair.
+    """
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        self._ranges: list[tuple[int, int]] = []
+        for start, end in ranges:
+            self.add_range(start, end)
+
+    @classmethod
+    def of(cls, values: Iterable[int]) -> RangeSet:
+        out = cls()
+        for v in values:
+            out.add(v)
+        return out
+
+    def add_range(self, start: int, end: int) -> None:
+        """Add every id in ``[start, end)``; overlapping or adjacent ranges merge."""
+        if start < 0:
+            raise InputError(f"partition ids are non-negative, got {start}")
+        if end <= start:
+            return
+        lo = bisect.bisect_left(self._ranges, (start, start))
+        if lo > 0 and self._ranges[lo - 1][1] >= start:
+            lo -= 1
+        hi = lo
+        new_start, new_end = start, end
+        while hi < len(self._ranges) and self._ranges[hi][0] <= end:
+            new_start = min(new_start, self._ranges[hi][0])
+            new_end = max(new_end, self._ranges[hi][1])
+            hi += 1
+        self._ranges[lo:hi] = [(new_start, new_end)]
+
+    def add(self, value: int) -> None:
+        if value < 0:
+            raise InputError(f"partition ids are non-negative, got {value}")
+        i = bisect.bisect_right(self._ranges, (value, 1 << 62))
+        if i > 0 and self._ranges[i - 1][0] <= value < self._ranges[i - 1][1]:
+            return
+        joins_left = i > 0 and self._ranges[i - 1][1] == value
+        joins_right = i < len(self._ranges) and self._ranges[i][0] == value + 1
+        if joins_left and joins_right:
+            self._ranges[i - 1:i + 1] = [(self._ranges[i - 1][0], self._ranges[i][1])]
+        elif joins_left:
+            self._ranges[i - 1] = (self._ranges[i - 1][0], value + 1)
+        elif joins_right:
+            self._ranges[i] = (value, self._ranges[i][1])
+        else:
+            self._ranges.insert(i, (value, value + 1))
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, int):
+            return False
+        i = bisect.bisect_right(self._ranges, (value, 1 << 62))
+        return i > 0 and self._ranges[i - 1][0] <= value < self._ranges[i - 1][1]
+
+    def __iter__(self) -> Iterator[int]:
+        for start, end in self._ranges:
+            yield from range(start, end)
+
+    def __len__(self) -> int:
+        return sum(end - start for start, end in self._ranges)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RangeSet) and self._ranges == other._ranges
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._ranges))
+
+    def __repr__(self) -> str:
+        return f"RangeSet({self._ranges!r})"
+
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        return tuple(self._ranges)
+
+    def copy(self) -> RangeSet:
+        out = RangeSet()
+        out._ranges = list(self._ranges)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Storage contract
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTopic:
+    """A topic as a store keeps it: its name and the ids of its partitions (ranges, see :class:`RangeSet`)."""
+
+    name: str
+    partition_ids: tuple[tuple[int, int], ...] = ()
+
+
+class ImageReader(Protocol):
+    """Keyed reads of an image held in a store. Absent keys read as None (or empty)."""
+
+    def last_offset(self) -> int:
+        """The offset of the last step stored (-1 when none): the image's provenance."""
+
+    def feature_levels(self) -> Mapping[str, int]:
+        """Every finalized feature (a handful: read whole)."""
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None: ...
+
+    def broker_ids(self) -> Iterable[int]:
+        """Every registered broker id (brokers are few; ``MetadataDelta`` scans them for directory ownership)."""
+
+    def topic(self, topic_id: Uuid) -> StoredTopic | None: ...
+
+    def topic_ids(self) -> Iterable[Uuid]:
+        """Every topic id (only a whole-image reader, e.g. the reference controller, iterates them)."""
+
+    def topic_id_by_name(self, name: str) -> Uuid | None: ...
+
+    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None: ...
+
+    def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
+        """The partitions with a replica on ``broker_id`` (any order)."""
+
+    def config(self, resource: ConfigKey) -> Mapping[str, str] | None: ...
+
+    def config_resources(self) -> Iterable[ConfigKey]: ...
+
+
+@dataclass(slots=True)
+class ImageWrites:
+    """The net writes of a batch of steps: every key whose stored value changed (None = delete).
+
+    ``broker_partitions`` is the index delta: broker → partition key → True (a replica is now on the broker) or
+    False (no longer). ``last_offset`` is the provenance after the batch.
+    """
+
+    last_offset: int
+    features: dict[str, int | None] = field(default_factory=dict)
+    brokers: dict[int, BrokerRegistration | None] = field(default_factory=dict)
+    topics: dict[Uuid, StoredTopic | None] = field(default_factory=dict)
+    topic_names: dict[str, Uuid | None] = field(default_factory=dict)
+    partitions: dict[PartitionKey, PartitionRegistration | None] = field(default_factory=dict)
+    broker_partitions: dict[int, dict[PartitionKey, bool]] = field(default_factory=dict)
+    configs: dict[ConfigKey, Mapping[str, str] | None] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (self.features or self.brokers or self.topics or self.topic_names or self.partitions
+                    or self.broker_partitions or self.configs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What a step changed
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[K, V]):
+    """One key whose value changed in a step: None before = created, None after = removed."""
+
+    key: K
+    old: V | None
+    new: V | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    """A partition registration that changed (created, changed or removed with its topic)."""
+
+    topic_id: Uuid
+    partition_id: int
+    topic_name: str
+    old: PartitionRegistration | None
+    new: PartitionRegistration | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaChange:
+    """A row of the replica view that changed: a replica appeared, moved directory, went offline or online (or
+    changed why), or disappeared (reassigned away, topic deleted)."""
+
+    topic_name: str
+    old: ReplicaState | None
+    new: ReplicaState | None
+
+    @property
+    def key(self) -> ReplicaKey:
+        state = self.new if self.new is not None else self.old
+        assert state is not None
+        return state.topic_id, state.partition_id, state.broker_id
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One visible change of the image: what became true at ``offset`` (the image's ``last_offset`` after it).
+
+    ``entries`` are the entries applied by the step (one record; a committed transaction from its Begin to its End;
+    a snapshot's records), ``aborted`` the entries an AbortTransactionRecord discarded. ``timestamp`` is the last
+    applied entry's (ms, None when the input has none).
+    """
+
+    offset: int
+    timestamp: int | None
+    entries: tuple[LogEntry, ...]
+    aborted: tuple[LogEntry, ...] = ()
+    features: tuple[Change[str, int], ...] = ()
+    brokers: tuple[Change[int, BrokerRegistration], ...] = ()
+    topics: tuple[Change[Uuid, str], ...] = ()
+    partitions: tuple[PartitionChange, ...] = ()
+    replicas: tuple[ReplicaChange, ...] = ()
+    snapshot: bool = False
+
+    def is_empty(self) -> bool:
+        """True when nothing in the image changed (a NoOpRecord, a record this model does not image)."""
+        return not (self.features or self.brokers or self.topics or self.partitions or self.replicas)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lazy views
+
+
+class _OverlayMapping(Mapping[K, V]):
+    """A stored mapping seen through pending writes (None in the overlay = deleted)."""
+
+    __slots__ = ("_get", "_iter", "_overlay")
+
+    def __init__(self, get: Callable[[K], V | None], keys: Callable[[], Iterable[K]],
+                 overlay: Mapping[K, V | None]) -> None:
+        self._get = get
+        self._iter = keys
+        self._overlay = overlay
+
+    def __getitem__(self, key: K) -> V:
+        value = self._overlay[key] if key in self._overlay else self._get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: K, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[K]:
+        for key, value in self._overlay.items():
+            if value is not None:
+                yield key
+        for key in self._iter():
+            if key not in self._overlay:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _PartitionsView(Mapping[int, PartitionRegistration]):
+    """One topic's partitions: pending writes first, then the store."""
+
+    __slots__ = ("_ids", "_replayer", "_topic_id")
+
+    def __init__(self, replayer: IncrementalReplayer, topic_id: Uuid, ids: RangeSet) -> None:
+        self._replayer = replayer
+        self._topic_id = topic_id
+        self._ids = ids
+
+    def __getitem__(self, partition_id: int) -> PartitionRegistration:
+        value = self._replayer._partition(self._topic_id, partition_id)
+        if value is None:
+            raise KeyError(partition_id)
+        return value
+
+    def get(self, partition_id: int, default: Any = None) -> Any:
+        value = self._replayer._partition(self._topic_id, partition_id)
+        return default if value is None else value
+
+    def __contains__(self, partition_id: object) -> bool:
+        return isinstance(partition_id, int) and self.get(partition_id) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+class _TopicsView(Mapping[Uuid, TopicImage]):
+    """Topics by id, built on demand; a topic's partition map is a :class:`_PartitionsView`."""
+
+    __slots__ = ("_replayer",)
+
+    def __init__(self, replayer: IncrementalReplayer) -> None:
+        self._replayer = replayer
+
+    def __getitem__(self, topic_id: Uuid) -> TopicImage:
+        name = self._replayer._topic_name(topic_id)
+        if name is None:
+            raise KeyError(topic_id)
+        return TopicImage(name=name, id=topic_id,
+                          partitions=_PartitionsView(self._replayer, topic_id, self._replayer._topic_ids(topic_id)))
+
+    def get(self, topic_id: Uuid, default: Any = None) -> Any:
+        try:
+            return self[topic_id]
+        except KeyError:
+            return default
+
+    def __contains__(self, topic_id: object) -> bool:
+        return isinstance(topic_id, Uuid) and self._replayer._topic_name(topic_id) is not None
+
+    def __iter__(self) -> Iterator[Uuid]:
+        overlay = self._replayer._writes.topics
+        for topic_id, topic in overlay.items():
+            if topic is not None:
+                yield topic_id
+        for topic_id in self._replayer._reader.topic_ids():
+            if topic_id not in overlay:
+                yield topic_id
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The incremental replayer
+
+
+class IncrementalReplayer:
+    """Replays entries on top of a stored image, one visible step at a time (see the module docstring).
+
+    ``pending`` are the entries of a metadata transaction left open by the previous batch
+    (:meth:`pending_transaction`); they are replayed first, exactly as if the batches had been one.
+    """
+
+    __slots__ = ("_broker_index", "_brokers", "_in_transaction", "_partitions", "_pending", "_reader",
+                 "_topic_id_sets", "_topics", "_writes")
+
+    def __init__(self, reader: ImageReader, pending: Sequence[LogEntry] = ()) -> None:
+        self._reader = reader
+        # Stored values read so far: the store does not change during a batch, and each read may be a round trip.
+        self._partitions: dict[PartitionKey, PartitionRegistration | None] = {}
+        self._topics: dict[Uuid, StoredTopic | None] = {}
+        self._brokers: dict[int, BrokerRegistration | None] = {}
+        self._broker_index: dict[int, frozenset[PartitionKey]] = {}
+        self._writes = ImageWrites(last_offset=reader.last_offset())
+        # Partition-id sets of topics touched in this batch (copied from the store once, then kept current).
+        self._topic_id_sets: dict[Uuid, RangeSet] = {}
+        self._pending: list[LogEntry] = []
+        self._in_transaction = False
+        for entry in pending:
+            if self.replay(entry) is not None:
+                raise InputError("the pending entries of an open transaction must not complete a step")
+
+    # -- reads through the pending writes ------------------------------------------------------------------
+
+    def _partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
+        key = (topic_id, partition_id)
+        if key in self._writes.partitions:
+            return self._writes.partitions[key]
+        if key not in self._partitions:
+            self._partitions[key] = self._reader.partition(topic_id, partition_id)
+        return self._partitions[key]
+
+    def _stored_topic(self, topic_id: Uuid) -> StoredTopic | None:
+        if topic_id not in self._topics:
+            self._topics[topic_id] = self._reader.topic(topic_id)
+        return self._topics[topic_id]
+
+    def _stored_broker(self, broker_id: int) -> BrokerRegistration | None:
+        if broker_id not in self._brokers:
+            self._brokers[broker_id] = self._reader.broker(broker_id)
+        return self._brokers[broker_id]
+
+    def _topic_name(self, topic_id: Uuid) -> str | None:
+        topic = self._writes.topics[topic_id] if topic_id in self._writes.topics else self._stored_topic(topic_id)
+        return None if topic is None else topic.name
+
+    def _topic_ids(self, topic_id: Uuid) -> RangeSet:
+        ids = self._topic_id_sets.get(topic_id)
+        if ids is None:
+            topic = self._writes.topics[topic_id] if topic_id in self._writes.topics \
+                else self._stored_topic(topic_id)
+            ids = RangeSet(topic.partition_ids) if topic is not None else RangeSet()
+            self._topic_id_sets[topic_id] = ids
+        return ids
+
+    def partitions_on_broker(self, broker_id: int) -> set[PartitionKey]:
+        """The partitions hosting a replica on ``broker_id``, pending writes included."""
+        stored = self._broker_index.get(broker_id)
+        if stored is None:
+            stored = frozenset(self._reader.partitions_on_broker(broker_id))
+            self._broker_index[broker_id] = stored
+        out = set(stored)
+        for key, present in self._writes.broker_partitions.get(broker_id, {}).items():
+            if present:
+                out.add(key)
+            else:
+                out.discard(key)
+        return out
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image after every step so far, as lazy views of the store and the pending writes."""
+        w, r = self._writes, self._reader
+        levels = _OverlayMapping[str, int](lambda n: r.feature_levels().get(n), r.feature_levels,
+                                           w.features)
+        brokers = _OverlayMapping[int, BrokerRegistration](self._stored_broker, r.broker_ids, w.brokers)
+        by_name = _OverlayMapping[str, Uuid](r.topic_id_by_name, lambda: _stored_names(r), w.topic_names)
+        configs = _OverlayMapping[ConfigKey, Mapping[str, str]](r.config, r.config_resources, w.configs)
+        return MetadataImage(features=FeaturesImage(levels), cluster=ClusterImage(brokers),
+                             topics=TopicsImage(by_id=_TopicsView(self), by_name=by_name),
+                             configs=ConfigurationsImage(configs), last_offset=w.last_offset)
+
+    @property
+    def last_offset(self) -> int:
+        return self._writes.last_offset
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    def pending_transaction(self) -> tuple[LogEntry, ...]:
+        """The entries of a metadata transaction still open (empty when none): store them with the batch."""
+        return tuple(self._pending) if self._in_transaction else ()
+
+    def writes(self) -> ImageWrites:
+        """The net writes of every step so far, with the partition-id sets of the topics touched folded in."""
+        for topic_id, ids in self._topic_id_sets.items():
+            name = self._topic_name(topic_id)
+            if name is None:
+                continue
+            stored = self._writes.topics.get(topic_id) if topic_id in self._writes.topics \
+                else self._stored_topic(topic_id)
+            if stored is None or stored.partition_ids != ids.ranges():
+                self._writes.topics[topic_id] = StoredTopic(name, ids.ranges())
+        return self._writes
+
+    # -- replay ----------------------------------------------------------------------------------------------
+
+    def replay(self, entry: LogEntry) -> Step | None:
+        """Replay one entry; return the step it completes, or None (inside an open transaction). Metadata
+        transactions are handled as :class:`~jbod_model.replay.Replayer` handles them (``MetadataBatchLoader``)."""
+        record = entry.record
+        if isinstance(record, BeginTransactionRecord):
+            if self._in_transaction:
+                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
+                                  offset=entry.offset, source=entry.source)
+            self._in_transaction = True
+            self._pending = [entry]
+            return None
+        if self._in_transaction:
+            self._pending.append(entry)
+            if isinstance(record, EndTransactionRecord):
+                pending, self._pending, self._in_transaction = self._pending, [], False
+                return self._step(pending, entry.offset)
+            if isinstance(record, AbortTransactionRecord):
+                aborted, self._pending, self._in_transaction = self._pending[:-1], [], False
+                return self._step([entry], entry.offset, aborted=tuple(aborted))
+            return None
+        if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
+            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
+                              offset=entry.offset, source=entry.source)
+        return self._step([entry], entry.offset)
+
+    def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
+        """Load a snapshot's records into an empty image as one step at ``end_offset - 1`` (the offset the snapshot
+        stands for; its records carry offsets local to the file, as ``jbod_model.sources`` rebases them)."""
+        image = self.image
+        if (self._in_transaction or image.cluster.brokers or image.topics.by_id or image.features.levels
+                or self._writes.last_offset >= 0):
+            raise InputError("a snapshot can only be loaded into an empty image (the stream started from it)")
+        return self._step(list(entries), end_offset - 1, snapshot=True)
+
+    def _step(self, entries: list[LogEntry], offset: int, *, aborted: tuple[LogEntry, ...] = (),
+              snapshot: bool = False) -> Step:
+        before = self.image
+        delta = MetadataDelta(before)
+        for e in entries:
+            try:
+                delta.replay(e.record, None if snapshot else e.offset)
+            except ReplayFault as fault:
+                raise fault.located(offset=e.offset, source=e.source) from None
+        return self._apply(before, delta.changes(), offset, entries, aborted, snapshot)
+
+    def _apply(self, before: MetadataImage, ch: DeltaChanges, offset: int, entries: list[LogEntry],
+               aborted: tuple[LogEntry, ...], snapshot: bool) -> Step:
+        """Turn a step's :class:`DeltaChanges` into row changes and pending writes. Every "before" value is read
+        first: the views of ``before`` read the pending writes live."""
+        w = self._writes
+        # -- 1. before -----------------------------------------------------------------------------------------
+        features = [Change(name, before.features.levels.get(name), level) for name, level in ch.features.items()]
+        features = [c for c in features if c.old != c.new]
+        brokers = [Change(b, before.cluster.brokers.get(b), reg) for b, reg in ch.brokers.items()]
+        brokers = [c for c in brokers if c.old != c.new]
+        partition_keys: dict[PartitionKey, None] = dict.fromkeys(ch.partitions)
+        names_before: dict[Uuid, str | None] = {}
+        for topic_id in (*ch.removed_topics, *ch.created_topics):
+            old_topic = before.topics.by_id.get(topic_id)
+            names_before[topic_id] = None if old_topic is None else old_topic.name
+            if old_topic is not None:
+                partition_keys.update(dict.fromkeys((topic_id, pid) for pid in old_topic.partitions))
+        # Replicas that may change: those of the partitions above, and every replica on a broker whose registration
+        # changed in a way ``offline_reason`` looks at.
+        affected = dict(partition_keys)
+        for change in brokers:
+            if _offline_relevant(change.old, change.new):
+                # Set order is deterministic here (keys hash by their integers), and row order within a step
+                # carries no meaning: no sort needed.
+                for key in self.partitions_on_broker(change.key):
+                    affected.setdefault(key, None)
+        old_parts = {key: before.topics.get_partition(*key) for key in affected}
+        old_replicas = {key: [] if part is None else list(partition_replicas(before.cluster, key[0], key[1], part))
+                        for key, part in old_parts.items()}
+        for topic_id, _pid in affected:
+            if topic_id not in names_before:
+                names_before[topic_id] = self._topic_name(topic_id)
+
+        def name_after(topic_id: Uuid) -> str | None:
+            if topic_id in ch.created_topics:
+                return ch.created_topics[topic_id]
+            if topic_id in ch.removed_topics:
+                return None
+            return names_before.get(topic_id)
+
+        topics = [Change(t, names_before[t], name_after(t)) for t in dict.fromkeys((*ch.removed_topics,
+                                                                                   *ch.created_topics))]
+        topics = [c for c in topics if c.old != c.new]
+        new_parts: dict[PartitionKey, PartitionRegistration | None] = {}
+        for key in partition_keys:
+            topic_id = key[0]
+            if topic_id in ch.created_topics:
+                new_parts[key] = ch.partitions.get(key)
+            elif topic_id in ch.removed_topics:
+                new_parts[key] = None
+            else:
+                new_parts[key] = ch.partitions.get(key, old_parts[key])
+        # -- 2. writes -----------------------------------------------------------------------------------------
+        for fc in features:
+            w.features[fc.key] = fc.new
+        for bc in brokers:
+            w.brokers[bc.key] = bc.new
+        for topic_id in ch.removed_topics:
+            old_name = names_before[topic_id]
+            if old_name is not None:
+                w.topic_names[old_name] = None
+            w.topics[topic_id] = None
+            self._topic_id_sets[topic_id] = RangeSet()
+        for topic_id, name in ch.created_topics.items():
+            w.topics[topic_id] = StoredTopic(name)
+            w.topic_names[name] = topic_id
+            self._topic_id_sets[topic_id] = RangeSet()
+        partitions: list[PartitionChange] = []
+        for key, new_part in new_parts.items():
+            topic_id, pid = key
+            old_part = old_parts[key]
+            if new_part is not None:
+                self._topic_ids(topic_id).add(pid)
+            if old_part == new_part:
+                continue
+            w.partitions[key] = new_part
+            part_topic = name_after(topic_id) if new_part is not None else names_before[topic_id]
+            partitions.append(PartitionChange(topic_id, pid, part_topic or "", old_part, new_part))
+            old_brokers = set(old_part.replicas) if old_part is not None else set()
+            new_brokers = set(new_part.replicas) if new_part is not None else set()
+            for b in old_brokers - new_brokers:
+                w.broker_partitions.setdefault(b, {})[key] = False
+            for b in new_brokers - old_brokers:
+                w.broker_partitions.setdefault(b, {})[key] = True
+        for resource, pending in ch.configs.items():
+            # DeltaChanges.configs holds each resource's whole pending map (None values delete a key).
+            live = {} if pending is None else {k: v for k, v in pending.items() if v is not None}
+            w.configs[resource] = live or None
+        w.last_offset = offset
+        # -- 3. replica rows after -------------------------------------------------------------------------------
+        after_cluster = self.image.cluster
+        replicas: list[ReplicaChange] = []
+        for key, olds in old_replicas.items():
+            topic_id, pid = key
+            new_part = new_parts.get(key, old_parts[key])
+            news = [] if new_part is None else list(partition_replicas(after_cluster, topic_id, pid, new_part))
+            if olds == news:
+                continue
+            name = (name_after(topic_id) if new_part is not None else names_before[topic_id]) or ""
+            old_by_broker = {r.broker_id: r for r in olds}
+            new_by_broker = {r.broker_id: r for r in news}
+            for broker_id in sorted(old_by_broker.keys() | new_by_broker.keys()):
+                o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
+                if o != n:
+                    replicas.append(ReplicaChange(name, o, n))
+        last = entries[-1] if entries else None
+        return Step(offset=offset, timestamp=last.timestamp if last is not None else None, entries=tuple(entries),
+                    aborted=aborted, features=tuple(features), brokers=tuple(brokers), topics=tuple(topics),
+                    partitions=tuple(partitions), replicas=tuple(replicas), snapshot=snapshot)
+
+
+def _offline_relevant(old: BrokerRegistration | None, new: BrokerRegistration | None) -> bool:
+    """Whether a registration change can change ``replicas.offline_reason`` for the broker's replicas: it reads
+    only whether the broker is registered, fenced, and which directories are online."""
+    if old is None or new is None:
+        return True
+    return old.fenced != new.fenced or old.directories != new.directories
+
+
+def _stored_names(reader: ImageReader) -> Iterator[str]:
+    for topic_id in reader.topic_ids():
+        topic = reader.topic(topic_id)
+        if topic is not None:
+            yield topic.name
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# An in-memory store
+
+
+class DictImageStore:
+    """An :class:`ImageReader` over plain dicts that applies :class:`ImageWrites`: the reference store for tests,
+    and the incremental path without any external store."""
+
+    def __init__(self) -> None:
+        self._last_offset = -1
+        self.features: dict[str, int] = {}
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[Uuid, StoredTopic] = {}
+        self.topic_names: dict[str, Uuid] = {}
+        self.partitions: dict[PartitionKey, PartitionRegistration] = {}
+        self.broker_partitions: dict[int, set[PartitionKey]] = {}
+        self.configs: dict[ConfigKey, Mapping[str, str]] = {}
+        #: Every key read, by kind: tests use it to check that a batch reads only what it touches.
+        self.reads: dict[str, int] = {}
+
+    def _count(self, kind: str) -> None:
+        self.reads[kind] = self.reads.get(kind, 0) + 1
+
+    def last_offset(self) -> int:
+        return self._last_offset
+
+    def feature_levels(self) -> Mapping[str, int]:
+        return self.features
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        self._count("broker")
+        return self.brokers.get(broker_id)
+
+    def broker_ids(self) -> Iterable[int]:
+        return list(self.brokers)
+
+    def topic(self, topic_id: Uuid) -> StoredTopic | None:
+        self._count("topic")
+        return self.topics.get(topic_id)
+
+    def topic_ids(self) -> Iterable[Uuid]:
+        self._count("topic_scan")
+        return list(self.topics)
+
+    def topic_id_by_name(self, name: str) -> Uuid | None:
+        return self.topic_names.get(name)
+
+    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
+        self._count("partition")
+        return self.partitions.get((topic_id, partition_id))
+
+    def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
+        self._count("broker_partitions")
+        return list(self.broker_partitions.get(broker_id, ()))
+
+    def config(self, resource: ConfigKey) -> Mapping[str, str] | None:
+        return self.configs.get(resource)
+
+    def config_resources(self) -> Iterable[ConfigKey]:
+        return list(self.configs)
+
+    def apply(self, writes: ImageWrites) -> None:
+        """Store a batch's writes."""
+        self._last_offset = writes.last_offset
+        _put_all(self.features, writes.features)
+        _put_all(self.brokers, writes.brokers)
+        _put_all(self.topics, writes.topics)
+        _put_all(self.topic_names, writes.topic_names)
+        _put_all(self.partitions, writes.partitions)
+        _put_all(self.configs, writes.configs)
+        for broker_id, keys in writes.broker_partitions.items():
+            hosted = self.broker_partitions.setdefault(broker_id, set())
+            for key, present in keys.items():
+                if present:
+                    hosted.add(key)
+                else:
+                    hosted.discard(key)
+            if not hosted:
+                del self.broker_partitions[broker_id]
+
+    def image(self) -> MetadataImage:
+        """The stored image, materialized (for comparisons)."""
+        by_id = {tid: TopicImage(name=t.name, id=tid,
+                                 partitions={pid: self.partitions[(tid, pid)] for pid in RangeSet(t.partition_ids)})
+                 for tid, t in self.topics.items()}
+        return MetadataImage(features=FeaturesImage(dict(self.features)), cluster=ClusterImage(dict(self.brokers)),
+                             topics=TopicsImage(by_id=by_id, by_name=dict(self.topic_names)),
+                             configs=ConfigurationsImage(dict(self.configs)), last_offset=self._last_offset)
+
+
+def _put_all(target: dict[K, V], writes: Mapping[K, V | None]) -> None:
+    for key, value in writes.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+
+
+def replay_incrementally(store: DictImageStore, entries: Iterable[LogEntry],
+                         pending: Sequence[LogEntry] = ()) -> tuple[list[Step], tuple[LogEntry, ...]]:
+    """Replay one batch onto ``store`` and store its writes; return the steps and the still-open transaction."""
+    replayer = IncrementalReplayer(store, pending)
+    steps = [s for s in (replayer.replay(e) for e in entries) if s is not None]
+    store.apply(replayer.writes())
+    return steps, replayer.pending_transaction()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Request streams: the reference controller across batches
+
+
+def resume_controller(image: MetadataImage, *, state: ControllerState | None, next_offset: int,
+                      pending: Sequence[LogEntry] = (), config: ControllerConfig | None = None,
+                      ) -> ReferenceController:
+    """A :class:`~jbod_model.controller.controller.ReferenceController` that continues where one stopped at the end
+    of a batch: the image (lazy views are fine), the controller-only state, the next write offset, and the entries
+    of a metadata transaction still open (replayed again; they only buffer). ``state`` None starts a controller on
+    ``image`` as ``ReferenceController`` does (every broker registered at the image's offset)."""
+    controller = ReferenceController(image, config, next_offset=next_offset)
+    if state is not None:
+        # ReferenceController takes no state argument yet: the controller-only state (registration offsets,
+        # heartbeat sessions) is not in the image, and a consumer that keeps it across batches must put it back.
+        controller._state = state
+    for entry in pending:
+        controller.replay(entry)
+    return controller
+
+
+def response_partition_errors(response: Mapping[str, Any]) -> list[tuple[str | None, int, int]]:
+    """``(topic id or name, partition index, error code)`` of every per-partition result in a response's JSON
+    (AssignReplicasToDirs, AlterPartition, AlterPartitionReassignments, …), in document order."""
+    out: list[tuple[str | None, int, int]] = []
+
+    def walk(node: Any, topic: str | None) -> None:
+        if isinstance(node, Mapping):
+            here = node.get("topicId", node.get("name", node.get("topicName", topic)))
+            topic_here = here if isinstance(here, str) else topic
+            index = node.get("partitionIndex", node.get("partitionId"))
+            code = node.get("errorCode")
+            if isinstance(index, int) and isinstance(code, int):
+                out.append((topic_here, index, code))
+            for value in node.values():
+                walk(value, topic_here)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, topic)
+
+    walk(response, None)
+    return out

@@ -1,0 +1,281 @@
+"""The main job: KRaft metadata files → structured-streaming stateful replay → Delta tables (``jbod run``).
+
+:func:`run_job` wires the pieces: the ``kraft_metadata`` source (:mod:`pipelines.source`), the per-cluster stateful
+replay (:mod:`pipelines.replay_stream`), and an exactly-once ``foreachBatch`` sink (:mod:`pipelines.tables`). By
+default it runs like ``Trigger.AvailableNow`` — everything available now, then stop — for scheduled jobs; ``follow``
+keeps the query running and picks up new files and grown segments. The checkpoint holds the source offsets and the
+state store, so a later run (or a restart after a crash) continues exactly where the last committed batch ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from jbod_model.errors import InputError, JbodError
+from jbod_model.records.metadata import NO_LEADER
+from jbod_model.storage.log_reader import ReadPolicy
+from pipelines.config import JobConfig, Trigger
+from pipelines.replay_stream import OUTPUT_SCHEMA, ClusterReplayProcessor
+from pipelines.source import SOURCE_NAME, available_offsets, register, source_options
+from pipelines.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
+
+#: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
+DEFAULT_MAX_ENTRIES_PER_BATCH = 20_000
+
+#: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
+DEMO_INPUT = Path(__file__).resolve().parent / "examples" / "demo-disk-failure.jsonl"
+
+#: Settings every session of the job needs, whatever the profile says: the RocksDB state store
+#: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
+REQUIRED_CONF: Mapping[str, str] = {
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    # A micro-batch's output is collected by the driver (foreachBatch → delta-rs); 1g (Spark's default) is short.
+    "spark.driver.memory": "3g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
+                  app_name: str = "kraft-jbod") -> SparkSession:
+    """A session for the job: loopback networking, this interpreter for Python workers, the required conf."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **(conf or {}), **REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@dataclass
+class BatchStats:
+    """One micro-batch as the sink saw it."""
+
+    batch_id: int
+    rows: int
+    written: dict[str, int]
+    seconds: float
+    #: Of ``seconds``, the part spent computing the batch (source, stateful replay) before the table writes.
+    compute_seconds: float = 0.0
+
+
+@dataclass
+class ClusterSummary:
+    """Where one cluster stands after the run: from the tables, not from the job's memory."""
+
+    cluster_id: str
+    last_offset: int
+    metadata_version: str
+    brokers: int
+    topics: int
+    partitions: int
+    replicas: int
+    #: broker id → directory → number of offline replicas (directory is the recorded one, e.g. a failed disk).
+    offline_by_broker_dir: dict[int, dict[str, int]]
+    offline_reasons: dict[str, int]
+    #: ``(topic name, partition id)`` of partitions without a leader.
+    leaderless: list[tuple[str, int]]
+    faults: list[str]
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_job` returns."""
+
+    tables_dir: str
+    checkpoint_dir: str
+    batches: list[BatchStats] = field(default_factory=list)
+    clusters: list[ClusterSummary] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(b.rows for b in self.batches)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tables": self.tables_dir, "checkpoint": self.checkpoint_dir, "batches": len(self.batches),
+                "rows": self.rows, "seconds": round(self.seconds, 3),
+                "clusters": [{"clusterId": c.cluster_id, "lastOffset": c.last_offset,
+                              "metadataVersion": c.metadata_version, "brokers": c.brokers, "topics": c.topics,
+                              "partitions": c.partitions, "replicas": c.replicas,
+                              "offlineByBrokerAndDirectory": {str(b): d for b, d in c.offline_by_broker_dir.items()},
+                              "offlineReasons": c.offline_reasons,
+                              "leaderlessPartitions": [{"topic": t, "partition": p} for t, p in c.leaderless],
+                              "faults": c.faults}
+                             for c in self.clusters]}
+
+
+def _query_id(checkpoint_dir: Path) -> str:
+    """The streaming query's id, kept in the checkpoint: the same across restarts, so it keys the Delta app
+    transactions that make every micro-batch's writes idempotent."""
+    meta = checkpoint_dir / "metadata"
+    try:
+        return str(json.loads(meta.read_text().splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise JbodError(f"cannot read the streaming query id from {meta}: {e}") from e
+
+
+class _Sink:
+    """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), write it."""
+
+    def __init__(self, make_writer: Any, checkpoint_dir: Path) -> None:
+        self._make_writer = make_writer
+        self._checkpoint_dir = checkpoint_dir
+        self._writer: TableWriter | None = None
+        self.stats: list[BatchStats] = []
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        if self._writer is None:
+            self._writer = self._make_writer(f"kraft-jbod:{_query_id(self._checkpoint_dir)}")
+            self._writer.ensure_tables()
+        rows = df.toArrow().to_pylist()
+        computed = time.monotonic()
+        written = self._writer.write_batch(batch_id, rows) if rows else {}
+        self.stats.append(BatchStats(batch_id, len(rows), written, time.monotonic() - started,
+                                     computed - started))
+
+
+def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir: str | Path | None = None, *,
+            spark: SparkSession | None = None, master: str = "local[2]", conf: Mapping[str, str] | None = None,
+            cluster_id: str | None = None, cluster_ids: Mapping[str, str] | None = None,
+            max_entries_per_batch: int | None = None, delta_writer: str = "deltalake",
+            writer_factory: Callable[[str], TableWriter] | None = None, follow: bool = False,
+            follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
+            stop_when: Callable[[], bool] | None = None,
+            policy: ReadPolicy = "fail") -> RunSummary:
+    """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
+    ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
+
+    Without ``follow`` the job processes what is available when it starts and stops (``AvailableNow``), in
+    micro-batches of at most ``max_entries_per_batch`` entries per cluster (default
+    :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
+    until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
+    ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
+    """
+    if not inputs:
+        raise InputError("no input given")
+    tables = Path(tables_dir).resolve()
+    checkpoint = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else tables / "_checkpoints" / "replay"
+    own_session = spark is None
+    session = spark or spark_session(master, conf)
+    register(session)
+    if writer_factory is not None:
+        make_writer = writer_factory
+    elif delta_writer == "deltalake":
+        def make_writer(app_id: str) -> TableWriter:
+            return DeltaRsWriter(tables, app_id)
+    elif delta_writer == "delta-spark":
+        def make_writer(app_id: str) -> TableWriter:
+            return DeltaSparkWriter(session, tables, app_id)
+    else:
+        raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
+    # The tables exist from the start, so a run with nothing to do (or a reader right after) finds them.
+    make_writer("kraft-jbod:setup").ensure_tables()
+    sink = _Sink(make_writer, checkpoint)
+    cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
+    options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
+                             max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint)
+    if not follow:
+        # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
+        # AvailableNow would read one batch only from a Python source (no admission control), so the source is told
+        # where to stop and the query runs until it has nothing more.
+        options["endOffsets"] = json.dumps(available_offsets(options))
+    started = time.monotonic()
+    stream = session.readStream.format(SOURCE_NAME).options(**options).load()
+    replayed = stream.groupBy("cluster_id").transformWithStateInPandas(
+        statefulProcessor=ClusterReplayProcessor(), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
+        timeMode="None")
+    writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    try:
+        if follow:
+            query = writer.trigger(processingTime=follow_interval).start()
+            deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+            while not query.awaitTermination(1):
+                if (stop_when is not None and stop_when()) or (deadline is not None and time.monotonic() > deadline):
+                    break
+            query.stop()
+        else:
+            query = writer.trigger(processingTime="0 seconds").start()
+            query.processAllAvailable()
+            query.stop()
+        if query.exception() is not None:
+            raise JbodError(f"the Spark job failed: {query.exception()}")
+    except StreamingQueryException as e:
+        raise JbodError(f"the Spark job failed: {e}") from e
+    finally:
+        if own_session:
+            session.stop()
+    summary = RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started)
+    if (tables / "records").exists():
+        summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
+    return summary
+
+
+def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary:
+    """The cluster's latest state, from the tables."""
+    image = as_of_image(tables_dir, cluster_id)
+    names = {t["topicId"]: t["name"] for t in image["topics"]}
+    offline: dict[int, dict[str, int]] = {}
+    reasons: dict[str, int] = {}
+    for r in image["replicas"]:
+        if r["offline"]:
+            per_dir = offline.setdefault(r["brokerId"], {})
+            per_dir[r["directory"]] = per_dir.get(r["directory"], 0) + 1
+            reasons[r["offlineReason"]] = reasons.get(r["offlineReason"], 0) + 1
+    leaderless = [(names.get(p["topicId"], p["topicId"]), p["partitionId"]) for p in image["partitions"]
+                  if p["leader"] == NO_LEADER]
+    quoted = cluster_id.replace("'", "''")
+    faults = [str(r["message"]) for r in read_table(tables_dir, "replay_faults",
+                                                     f"cluster_id = '{quoted}'").to_pylist()]
+    return ClusterSummary(cluster_id=cluster_id, last_offset=image["lastOffset"],
+                          metadata_version=image["metadataVersion"], brokers=len(image["brokers"]),
+                          topics=len(image["topics"]), partitions=len(image["partitions"]),
+                          replicas=len(image["replicas"]), offline_by_broker_dir=offline, offline_reasons=reasons,
+                          leaderless=leaderless, faults=faults)
+
+
+def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: bool | None = None,
+                    timeout_seconds: int | None = None) -> RunSummary:
+    """:func:`run_job` with a resolved configuration (``pipelines.config``: CLI > environment > profile)."""
+    keep_following = config.trigger is Trigger.CONTINUOUS if follow is None else follow
+    return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
+                   conf=config.spark.conf, cluster_id=config.cluster_id,
+                   max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
+                   follow=keep_following, timeout_seconds=timeout_seconds)
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send this process's stdout (file descriptor 1, inherited by the JVM and its Python workers, which print
+    progress there) to stderr while the block runs, so a command's own output on stdout stays machine-readable."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -1,0 +1,122 @@
+"""The stateful operator without Spark: ``replay_batch`` over in-memory stand-ins of Spark's MapState/ValueState,
+batch after batch, leaves the model's image in state and emits rows whose current-table fold is the model's view.
+Also checks that the operator's per-batch state traffic does not grow with the cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from jbod_model.image_json import image_to_json
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import PartitionChangeRecord
+from jbod_model.replay import replay_entries
+from pipelines.codec import entry_to_row
+from pipelines.replay_stream import _MAP_STATES, replay_batch
+from pipelines.synthetic import SyntheticSpec, generate
+from pipelines.tables import plan_batch
+
+
+class FakeMapState:
+    """The MapState calls the operator makes, on a dict; counts the calls (each is a round trip in Spark)."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.calls = 0
+
+    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        self.calls += 1
+        return self.data.get(tuple(key))
+
+    def containsKey(self, key: tuple[Any, ...]) -> bool:
+        self.calls += 1
+        return tuple(key) in self.data
+
+    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
+        self.calls += 1
+        self.data[tuple(key)] = tuple(value)
+
+    def removeKey(self, key: tuple[Any, ...]) -> None:
+        self.calls += 1
+        self.data.pop(tuple(key), None)
+
+    def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        self.calls += 1
+        return iter(list(self.data.items()))
+
+    def keys(self) -> Iterator[tuple[Any, ...]]:
+        self.calls += 1
+        return iter(list(self.data))
+
+
+class FakeValueState:
+    def __init__(self) -> None:
+        self.value: tuple[Any, ...] | None = None
+
+    def exists(self) -> bool:
+        return self.value is not None
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = tuple(value)
+
+
+def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
+    return pd.DataFrame([dataclasses.asdict(entry_to_row("c", "record", e.offset, e, input_kind=input_kind))
+                         for e in entries])
+
+
+def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[tuple[str, int, str, str]]) -> None:
+    plan = plan_batch([{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
+    for table, upserts in plan.upserts.items():
+        target = current.setdefault(table, {})
+        for row in upserts:
+            key = tuple(v for k, v in row.items() if k in ("topic_id", "partition_id", "broker_id", "name"))
+            if row["_deleted"]:
+                target.pop(key, None)
+            else:
+                target[key] = row
+
+
+@pytest.mark.parametrize("size", [1, 5, 1000])
+def test_batches_through_the_operator_give_the_model(size: int) -> None:
+    entries = generate(SyntheticSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
+                                     replication_factor=2, operations=14, noop_share=0.1))
+    maps = {name: FakeMapState() for name in _MAP_STATES}
+    meta = FakeValueState()
+    current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+    for i in range(0, len(entries), size):
+        _fold(current, replay_batch("c", _frame(entries[i:i + size]), meta, maps))  # type: ignore[arg-type]
+    want = image_to_json(replay_entries(entries))
+    replicas = sorted(({"topicId": r["topic_id"], "partitionId": r["partition_id"], "brokerId": r["broker_id"],
+                        "directory": r["directory"], "directoryState": r["directory_state"], "offline": r["offline"],
+                        "offlineReason": r["offline_reason"]} for r in current["replica_assignments"].values()),
+                      key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
+    assert replicas == want["replicas"]
+    assert sorted(current["brokers"]) == sorted((b["brokerId"],) for b in want["brokers"])
+    assert meta.value is not None and meta.value[0] == entries[-1].offset
+
+
+def test_state_traffic_of_one_record_does_not_grow_with_the_cluster() -> None:
+    def traffic(topics: int) -> int:
+        entries = generate(SyntheticSpec(seed=3, topics=topics, partitions_per_topic=20, operations=0))
+        maps = {name: FakeMapState() for name in _MAP_STATES}
+        meta = FakeValueState()
+        replay_batch("c", _frame(entries), meta, maps)  # type: ignore[arg-type]
+        for m in maps.values():
+            m.calls = 0
+        # One ISR change on one partition.
+        some = next(e.record for e in entries if type(e.record).__name__ == "PartitionRecord")
+        change = LogEntry(offset=len(entries), record=PartitionChangeRecord(
+            topic_id=some.topic_id, partition_id=some.partition_id, isr=some.replicas[:1], leader=some.replicas[0]),
+            batch_base_offset=len(entries))
+        replay_batch("c", _frame([change]), meta, maps)  # type: ignore[arg-type]
+        return sum(m.calls for m in maps.values())
+
+    assert traffic(2) == traffic(50) <= 12

@@ -1,0 +1,136 @@
+"""The streaming source without Spark: discovery and cluster ids, offsets and caps, growing inputs, snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from jbod_model.errors import InputError
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import NoOpRecord
+from jbod_model.storage.files import METADATA_PARTITION_DIR
+from jbod_model.stream import entry_to_line
+from pipelines.codec import row_to_entry
+from pipelines.source import (
+    SourceConfig,
+    SourcePlanner,
+    available_offsets,
+    checkpointed_offsets,
+    discover,
+    read_range,
+    source_options,
+)
+from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_jsonl_file, write_metadata_dir
+
+ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
+
+
+def _planner(paths: list[Path], **kw: object) -> SourcePlanner:
+    return SourcePlanner(SourceConfig.from_options(source_options(paths, **kw)))  # type: ignore[arg-type]
+
+
+def _read_all(planner: SourcePlanner, start: dict[str, dict[str, int]] | None = None,
+              ) -> list[tuple[str, int | None]]:
+    """Drive the planner like Spark: latest → plan → read, until nothing is new."""
+    out = []
+    start = {} if start is None else start
+    for _ in range(1000):
+        end = planner.latest()
+        plan = planner.plan(start, end)
+        if not plan:
+            return out
+        for ci, s, e in plan:
+            out += [(r.kind, r.offset) for r in read_range(ci, s, e)]
+        start.clear()
+        start.update(end)
+    raise AssertionError("the source never caught up")
+
+
+def test_cluster_ids_come_from_meta_properties_then_options_then_names(tmp_path: Path) -> None:
+    write_metadata_dir(tmp_path / "a" / "n1", ENTRIES, cluster_id="alpha")
+    write_metadata_dir(tmp_path / "a" / "n2", ENTRIES, cluster_id="alpha", node_id=2)
+    write_jsonl_file(tmp_path / "b" / "beta.jsonl", ENTRIES)
+    (tmp_path / "b" / "NOTES.txt").write_text("not an input\n")
+    found = discover([tmp_path])
+    assert [(c.cluster_id, c.kind, len(c.paths)) for c in found] == [("alpha", "log", 2), ("beta", "jsonl", 1)]
+    renamed = discover([tmp_path / "b"], cluster_ids={str(tmp_path / "b" / "beta.jsonl"): "gamma"})
+    assert [c.cluster_id for c in renamed] == ["gamma"]
+    with pytest.raises(InputError, match="neither"):
+        discover([tmp_path / "b" / "NOTES.txt"])
+
+
+def test_options_are_read_case_insensitively() -> None:
+    config = SourceConfig.from_options({k.lower(): v for k, v in
+                                        source_options(["/x"], max_entries_per_batch=3, cluster_id="c").items()})
+    assert config.max_entries == 3 and config.cluster_id == "c"
+
+
+def test_capped_micro_batches_read_every_record_once(tmp_path: Path) -> None:
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=9)
+    rows = _read_all(_planner([node], max_entries_per_batch=4))
+    assert rows == [("record", e.offset) for e in ENTRIES]
+
+
+def test_jsonl_lines_are_read_as_they_are_completed(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    lines = [entry_to_line(LogEntry(offset=i, record=NoOpRecord())) for i in range(5)]
+    path.write_text("\n".join(lines[:3]) + "\n" + lines[3][:10])  # the fourth line is being written
+    planner = _planner([path], max_entries_per_batch=2)
+    position: dict[str, dict[str, int]] = {}
+    assert [o for _, o in _read_all(planner, position)] == [0, 1, 2]
+    path.write_text("\n".join(lines) + "\n")
+    assert [o for _, o in _read_all(planner, position)] == [3, 4]
+    assert position["c"]["seq"] == 5
+
+
+def test_a_truncated_log_starts_from_a_snapshot(tmp_path: Path) -> None:
+    probe = write_metadata_dir(tmp_path / "probe", ENTRIES, cluster_id="c", records_per_segment=20)
+    cut = sorted(int(s.stem) for s in (probe / METADATA_PARTITION_DIR).glob("*.log"))[1]
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=20, snapshot_at=cut)
+    part = node / METADATA_PARTITION_DIR
+    # Kafka deleted the segments before the snapshot: the log now starts at its end offset.
+    for segment in sorted(part.glob("*.log")):
+        if int(segment.stem) < cut:
+            segment.unlink()
+    rows = _read_all(_planner([node], max_entries_per_batch=5))
+    snapshot = [o for k, o in rows if k == "snapshot"]
+    assert snapshot and rows[: len(snapshot)] == [("snapshot", o) for o in snapshot]
+    assert [o for k, o in rows if k == "record"] == [e.offset for e in ENTRIES if e.offset >= cut]
+
+
+def test_rows_decode_into_the_entries_read(tmp_path: Path) -> None:
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
+    ci = discover([node])[0]
+    rows = list(read_range(ci, {"next": -1, "snap": -1}, {"next": len(ENTRIES), "snap": -1}))
+    decoded = [row_to_entry(dataclasses.asdict(r)) for r in rows]
+    assert [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in decoded] == \
+        [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in ENTRIES]
+
+
+def test_a_restarted_reader_finds_its_start_in_the_checkpoint(tmp_path: Path) -> None:
+    offsets = tmp_path / "ckpt" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{"batchWatermarkMs":0}\n' + json.dumps({"c": {"next": 5, "snap": -1}}) + "\n")
+    (offsets / "1").write_text('v1\n{"batchWatermarkMs":0}\n' + json.dumps({"c": {"next": 9, "snap": -1}}) + "\n")
+    assert checkpointed_offsets(str(tmp_path / "ckpt")) == {"c": {"next": 9, "snap": -1}}
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
+    planner = _planner([node], max_entries_per_batch=3, checkpoint=tmp_path / "ckpt")
+    assert planner.latest() == {"c": {"next": 12, "snap": -1}}
+
+
+def test_end_offsets_stop_the_stream_where_the_run_began(tmp_path: Path) -> None:
+    """AvailableNow for a source without admission control: offsets past ``endOffsets`` are left for the next run,
+    and a cluster that appears after the run began is not read."""
+    node = write_metadata_dir(tmp_path / "in" / "n", ENTRIES[:30], cluster_id="c")
+    options = source_options([tmp_path / "in"], max_entries_per_batch=8)
+    end = available_offsets(options)
+    assert end == {"c": {"next": 30, "snap": -1}}
+    write_jsonl_file(tmp_path / "in" / "late.jsonl", ENTRIES[:5])
+    planner = SourcePlanner(SourceConfig.from_options({**options, "endOffsets": json.dumps(end)}))
+    # The log grows after the run began: the run still stops at offset 30.
+    append_to_segment(next((node / METADATA_PARTITION_DIR).glob("*.log")), ENTRIES[30:])
+    rows = _read_all(planner)
+    assert [o for _, o in rows] == list(range(30))

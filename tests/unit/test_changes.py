@@ -1,0 +1,199 @@
+"""Incremental replay over a keyed store (``jbod_model.changes``): the row changes of each step, rule by rule, and
+the reads a batch makes (a batch must read the keys it touches, not the cluster)."""
+
+from __future__ import annotations
+
+import pytest
+from test_image_replay import D1, D1B, D2, D3, T1, T2, cluster, epoch_of, fl, part, pcr, rbr, topic
+
+from jbod_model.changes import DictImageStore, IncrementalReplayer, RangeSet, Step, replay_incrementally
+from jbod_model.directory_id import LOST
+from jbod_model.errors import InputError, ReplayFault
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    EndTransactionRecord,
+    NoOpRecord,
+    Record,
+    RemoveTopicRecord,
+    UnregisterBrokerRecord,
+)
+from jbod_model.replay import replay_entries
+from jbod_model.replicas import OfflineReason
+
+
+def entries(records: list[Record], first: int = 0) -> list[LogEntry]:
+    return [LogEntry(offset=first + i, record=r, timestamp=1000 + first + i) for i, r in enumerate(records)]
+
+
+def run(store: DictImageStore, records: list[Record], first: int = 0) -> list[Step]:
+    steps, pending = replay_incrementally(store, entries(records, first))
+    assert pending == ()
+    return steps
+
+
+def loaded(*extra: Record) -> tuple[DictImageStore, int]:
+    """A store holding brokers 1-3 (D1, D1B on broker 1), topic foo with partitions 0 (on 1,2 in D1,D2) and 1 (on
+    2,3), topic bar with partition 0 on 3."""
+    records = [fl(), rbr(1, D1, D1B), rbr(2, D2), rbr(3, D3), topic(),
+               part([1, 2], [D1, D2]), part([2, 3], [D2, D3], pid=1),
+               topic("bar", T2), part([3], [D3], tid=T2), *extra]
+    store = DictImageStore()
+    run(store, records)
+    store.reads.clear()
+    return store, len(records)
+
+
+class TestRangeSet:
+    def test_contiguous_ids_are_one_range(self) -> None:
+        s = RangeSet.of([2, 0, 1, 5, 4])
+        assert s.ranges() == ((0, 3), (4, 6))
+        s.add(3)
+        assert s.ranges() == ((0, 6),)
+        assert list(s) == [0, 1, 2, 3, 4, 5] and len(s) == 6 and 3 in s and 6 not in s
+
+    def test_ranges_round_trip_and_merge(self) -> None:
+        s = RangeSet([(0, 3), (10, 12), (2, 5)])
+        assert s.ranges() == ((0, 5), (10, 12))
+        assert RangeSet(s.ranges()) == s
+
+    def test_negative_ids_are_refused(self) -> None:
+        with pytest.raises(InputError):
+            RangeSet.of([-1])
+
+
+class TestRowChanges:
+    def test_a_new_partition_creates_its_replica_rows(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [part([1, 3], [D1B, D3], pid=2)], n)
+        assert [(p.partition_id, p.old, p.topic_name) for p in step.partitions] == [(2, None, "foo")]
+        assert [(r.key[2], r.old, r.new.directory if r.new else None) for r in step.replicas] == \
+            [(1, None, D1B), (3, None, D3)]
+        assert store.topics[T1].partition_ids == ((0, 3),)
+
+    def test_a_leader_change_changes_the_partition_but_no_replica_row(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [pcr(leader=2)], n)
+        assert len(step.partitions) == 1 and step.replicas == ()
+
+    def test_a_failed_directory_takes_exactly_its_replicas_offline(self) -> None:
+        store, n = loaded(part([1, 3], [D1B, D3], pid=2))
+        [step] = run(store, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=epoch_of(1),
+                                                            log_dirs=(D1B,))], n + 1)
+        assert [c.key for c in step.brokers] == [1]
+        assert step.partitions == ()
+        [change] = step.replicas
+        assert change.key == (T1, 0, 1)
+        assert change.old is not None and not change.old.offline
+        assert change.new is not None and change.new.offline_reason is OfflineReason.DIRECTORY_OFFLINE
+        assert change.topic_name == "foo"
+
+    def test_a_fence_takes_every_replica_of_the_broker_offline(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [BrokerRegistrationChangeRecord(version=0, broker_id=2, broker_epoch=epoch_of(2),
+                                                            fenced=1)], n)
+        assert sorted(r.key for r in step.replicas) == [(T1, 0, 2), (T1, 1, 2)]
+        assert {r.new.offline_reason for r in step.replicas if r.new} == {OfflineReason.BROKER_FENCED}
+
+    def test_a_controlled_shutdown_flag_alone_reads_no_partition(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [BrokerRegistrationChangeRecord(version=1, broker_id=2, broker_epoch=epoch_of(2),
+                                                            in_controlled_shutdown=1)], n)
+        assert [c.key for c in step.brokers] == [2] and step.replicas == ()
+        assert store.reads.get("partition", 0) == 0 and store.reads.get("broker_partitions", 0) == 0
+
+    def test_unregistering_a_broker_marks_its_replicas_unregistered(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [UnregisterBrokerRecord(broker_id=3, broker_epoch=epoch_of(3))], n)
+        assert step.brokers[0].new is None
+        assert sorted(r.key for r in step.replicas) == [(T1, 1, 3), (T2, 0, 3)]
+        assert {r.new.offline_reason for r in step.replicas if r.new} == {OfflineReason.BROKER_UNREGISTERED}
+
+    def test_deleting_a_topic_removes_its_partitions_replicas_index_and_name(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [RemoveTopicRecord(topic_id=T1)], n)
+        assert [(c.key, c.old, c.new) for c in step.topics] == [(T1, "foo", None)]
+        assert sorted(p.partition_id for p in step.partitions if p.new is None) == [0, 1]
+        assert len(step.replicas) == 4 and all(r.new is None for r in step.replicas)
+        assert T1 not in store.topics and "foo" not in store.topic_names
+        assert all(k[0] != T1 for keys in store.broker_partitions.values() for k in keys)
+
+    def test_a_reassignment_moves_the_index(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [pcr(pid=1, replicas=(3, 1), isr=(3, 1), leader=3, directories=(D3, LOST))], n)
+        assert sorted(r.key[2] for r in step.replicas) == [1, 2]  # broker 3 keeps its replica in D3
+        moved = {r.key[2]: r for r in step.replicas}
+        assert moved[2].new is None and moved[1].old is None
+        assert moved[1].new is not None and moved[1].new.offline_reason is OfflineReason.DIRECTORY_LOST
+        assert (T1, 1) in store.broker_partitions[1] and (T1, 1) not in store.broker_partitions[2]
+
+    def test_a_config_is_stored_and_dropped_with_its_topic(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [ConfigRecord(resource_type=2, resource_name="foo", name="min.insync.replicas",
+                                          value="2")], n)
+        assert step.is_empty() and store.configs[(2, "foo")] == {"min.insync.replicas": "2"}
+        run(store, [RemoveTopicRecord(topic_id=T1)], n + 1)
+        assert (2, "foo") not in store.configs
+
+    def test_a_noop_is_an_empty_step_that_moves_the_offset(self) -> None:
+        store, n = loaded()
+        [step] = run(store, [NoOpRecord()], n)
+        assert step.is_empty() and step.offset == n and step.timestamp == 1000 + n
+        assert store.last_offset() == n
+
+
+class TestReads:
+    def test_a_partition_change_reads_one_partition_and_no_topic_list(self) -> None:
+        store, n = loaded()
+        run(store, [pcr(pid=1, isr=(2,), leader=2)], n)
+        assert store.reads.get("partition") == 1
+        assert store.reads.get("topic_scan", 0) == 0 and store.reads.get("broker_partitions", 0) == 0
+
+
+class TestTransactions:
+    def test_a_transaction_is_one_step_at_its_end_even_across_batches(self) -> None:
+        store, n = loaded()
+        first = entries([BeginTransactionRecord(name="t"), pcr(leader=2)], n)
+        steps, pending = replay_incrementally(store, first)
+        assert steps == [] and [e.offset for e in pending] == [n, n + 1]
+        assert store.last_offset() == n - 1  # nothing visible yet
+        steps, pending = replay_incrementally(store, entries([pcr(pid=1, leader=3), EndTransactionRecord()], n + 2),
+                                              pending)
+        [step] = steps
+        assert pending == () and step.offset == n + 3 and len(step.entries) == 4 and len(step.partitions) == 2
+
+    def test_an_abort_discards_the_pending_records(self) -> None:
+        store, n = loaded()
+        records = [BeginTransactionRecord(name="t"), RemoveTopicRecord(topic_id=T1), AbortTransactionRecord()]
+        [step] = run(store, records, n)
+        assert step.is_empty() and step.offset == n + 2 and [e.offset for e in step.aborted] == [n, n + 1]
+        assert T1 in store.topics
+
+    def test_faults_match_the_replayer(self) -> None:
+        store, n = loaded()
+        with pytest.raises(ReplayFault, match="END_TRANSACTION_RECORD without a BeginTransactionRecord") as info:
+            run(store, [EndTransactionRecord()], n)
+        assert info.value.offset == n
+        with pytest.raises(ReplayFault, match="Unable to find partition") as info:
+            run(store, [pcr(pid=9, leader=1)], n)
+        assert info.value.offset == n
+
+
+class TestSnapshot:
+    def test_a_snapshot_loads_as_one_step_at_its_end_offset(self) -> None:
+        records = cluster(part([1, 2, 3], [D1, D2, D3]))
+        store = DictImageStore()
+        replayer = IncrementalReplayer(store)
+        step = replayer.load_snapshot(entries(records), end_offset=500)
+        store.apply(replayer.writes())
+        assert step.offset == 499 and step.snapshot and len(step.replicas) == 3
+        assert store.image().same_state(replay_entries(entries(records)))
+        assert store.last_offset() == 499
+
+    def test_a_snapshot_needs_an_empty_image(self) -> None:
+        store, _ = loaded()
+        with pytest.raises(InputError, match="empty image"):
+            IncrementalReplayer(store).load_snapshot(entries(cluster()), end_offset=10)
