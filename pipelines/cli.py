@@ -18,13 +18,11 @@ from rich.table import Table
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
-from jbod_model.image import MetadataImage
 from jbod_model.image_json import image_to_json
 from jbod_model.meta_properties import inventory
 from jbod_model.meta_properties import read_file as read_meta_properties
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_to_json
-from jbod_model.replicas import offline_replicas
 from jbod_model.sources import InputKind, LoadedInput, detect_kind, open_inputs
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.storage.log_reader import ReadPolicy, read_entries
@@ -100,54 +98,77 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _print_image(image: MetadataImage) -> None:
-    doc = image_to_json(image)
+def _print_image(doc: dict[str, Any]) -> None:
+    """The image JSON contract (docs/image-json.md) as terminal tables: it is the one shape every source gives."""
     _console().print(f"metadata.version [bold]{doc['metadataVersion']}[/] (level {doc['featureLevel']}), "
-              f"last offset {doc['lastOffset']}, {len(doc['topics'])} topics, {len(doc['partitions'])} partitions, "
-              f"{len(doc['replicas'])} replicas", highlight=False)
+                     f"last offset {doc['lastOffset']}, {len(doc['topics'])} topics, {len(doc['partitions'])} "
+                     f"partitions, {len(doc['replicas'])} replicas", highlight=False)
     brokers = _table("Brokers", "broker", "epoch", "fenced", "controlled shutdown", "online log dirs")
     for b in doc["brokers"]:
         brokers.add_row(str(b["brokerId"]), str(b["brokerEpoch"]), str(b["fenced"]).lower(),
                         str(b["inControlledShutdown"]).lower(), "\n".join(b["logDirs"]) or "(all: pre-3.7-IV2)")
     _console().print(brokers)
-    names = {t.id: t.name for t in image.topics.by_id.values()}
-    offline = offline_replicas(image)
+    names = {t["topicId"]: t["name"] for t in doc["topics"]}
+    offline = [r for r in doc["replicas"] if r["offline"]]
     if not offline:
         _console().print("No offline replicas.")
         return
     table = _table(f"Offline replicas ({len(offline)})", "topic", "partition", "broker", "directory", "state",
                    "reason")
     for r in offline:
-        table.add_row(names.get(r.topic_id, str(r.topic_id)), str(r.partition_id), str(r.broker_id),
-                      str(r.directory), r.directory_state.value, r.offline_reason.value if r.offline_reason else "")
+        table.add_row(names.get(r["topicId"], r["topicId"]), str(r["partitionId"]), str(r["brokerId"]),
+                      r["directory"], r["directoryState"], r["offlineReason"] or "")
     _console().print(table)
 
 
 @app.command()
-def image(inputs: InputsArg,
+def image(inputs: Annotated[list[Path] | None, typer.Argument(
+              help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
+                   "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL. Not with "
+                   "--tables.", show_default=False)] = None,
           until_offset: Annotated[int | None, typer.Option(
               "--until-offset", help="Replay only records with offset < N (Kafka's snapshot end-offset "
                                      "convention).")] = None,
           full_log: Annotated[bool, typer.Option(
               "--full-log", help="For a metadata dir: replay the whole log instead of the latest snapshot plus "
                                  "the log after it.")] = False,
+          tables: Annotated[Path | None, typer.Option(
+              "--tables", help="Read the image from the Spark job's Delta tables instead of replaying INPUT.")]
+          = None,
+          cluster: Annotated[str | None, typer.Option(
+              "--cluster", help="With --tables: the cluster (optional when the tables hold one).")] = None,
+          as_of_offset: Annotated[int | None, typer.Option(
+              "--as-of-offset", help="With --tables: the state as of offset N (records with offset <= N); default: "
+                                     "the latest.")] = None,
           as_json: JsonOpt = False, policy: PolicyOpt = "fail") -> None:
-    """Replay INPUT and print the final metadata image (brokers, online dirs, offline replicas).
+    """Replay INPUT (or read the Delta tables) and print the metadata image: brokers, online dirs, offline replicas.
 
-    With [bold]--json[/] the output is the image JSON contract (docs/image-json.md). Requests in a JSONL input are
-    run through the reference controller.
+    With [bold]--json[/] the output is the image JSON contract (docs/image-json.md), the same from a replay and from
+    the tables. Requests in a JSONL input are run through the reference controller.
     """
     with _fail():
-        loaded = open_inputs(inputs, policy=_policy(policy), until_offset=until_offset, from_snapshot=not full_log)
-        runner = _runner(loaded)
-        for _event in runner.run(loaded.entries):
-            pass  # requests in JSONL inputs are run; only the final image is printed here
-        img = runner.image
-        _report_skips(loaded)
-        if as_json:
-            print(dumps(image_to_json(img)))
+        if tables is not None:
+            if inputs:
+                raise InputError("give INPUT or --tables, not both")
+            from pipelines.tables import as_of_image  # noqa: PLC0415 - loads pyarrow/deltalake only when asked
+
+            doc = as_of_image(tables, cluster, as_of_offset)
         else:
-            _print_image(img)
+            if not inputs:
+                raise InputError("give INPUT (a metadata dir, segment, snapshot, dump text or JSONL) or --tables DIR")
+            if cluster is not None or as_of_offset is not None:
+                raise InputError("--cluster and --as-of-offset go with --tables (use --until-offset with INPUT)")
+            loaded = open_inputs(inputs, policy=_policy(policy), until_offset=until_offset,
+                                 from_snapshot=not full_log)
+            runner = _runner(loaded)
+            for _event in runner.run(loaded.entries):
+                pass  # requests in JSONL inputs are run; only the final image is printed here
+            _report_skips(loaded)
+            doc = image_to_json(runner.image)
+        if as_json:
+            print(dumps(doc))
+        else:
+            _print_image(doc)
 
 
 @app.command()
@@ -166,10 +187,11 @@ def controller(inputs: InputsArg,
         runner = _runner(loaded, cluster_id)
         for event in runner.run(loaded.entries):
             print(dumps(event.to_json()))
+        doc = image_to_json(runner.image)
         if as_json:
-            print(dumps(image_to_json(runner.image)))
+            print(dumps(doc))
         else:
-            _print_image(runner.image)
+            _print_image(doc)
 
 
 @app.command()
