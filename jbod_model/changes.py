@@ -793,11 +793,7 @@ def resume_controller(image: MetadataImage, *, state: ControllerState | None, ne
     of a batch: the image (lazy views are fine), the controller-only state, the next write offset, and the entries
     of a metadata transaction still open (replayed again; they only buffer). ``state`` None starts a controller on
     ``image`` as ``ReferenceController`` does (every broker registered at the image's offset)."""
-    controller = ReferenceController(image, config, next_offset=next_offset)
-    if state is not None:
-        # ReferenceController takes no state argument yet: the controller-only state (registration offsets,
-        # heartbeat sessions) is not in the image, and a consumer that keeps it across batches must put it back.
-        controller._state = state
+    controller = ReferenceController(image, config, next_offset=next_offset, state=state)
     for entry in pending:
         controller.replay(entry)
     return controller

@@ -74,18 +74,20 @@ class ReferenceController:
     __slots__ = ("_config", "_next_offset", "_pending", "_replayer", "_state", "_topic_id_factory")
 
     def __init__(self, image: MetadataImage = EMPTY_IMAGE, config: ControllerConfig | None = None, *,
-                 next_offset: int | None = None, topic_id_factory: TopicIdFactory = deterministic_topic_id) -> None:
+                 next_offset: int | None = None, topic_id_factory: TopicIdFactory = deterministic_topic_id,
+                 state: ControllerState | None = None) -> None:
         """Start from ``image`` (empty by default). As after a snapshot load in Kafka, every broker already in
         the image is taken to have registered at the image's offset, and gets a heartbeat session with its
-        fencing state (``ClusterControlManager.activate``)."""
+        fencing state (``ClusterControlManager.activate``) — unless ``state`` gives the controller-only state
+        saved by an earlier controller over the same log (a streaming job resuming from its state store)."""
         self._replayer = Replayer(image)
         self._config = config if config is not None else ControllerConfig()
         self._topic_id_factory = topic_id_factory
         self._next_offset = image.last_offset + 1 if next_offset is None else next_offset
         offsets = dict.fromkeys(image.cluster.brokers, image.last_offset)
         heartbeats = {b: BrokerHeartbeatState(fenced=reg.fenced) for b, reg in image.cluster.brokers.items()}
-        self._state = ControllerState(register_broker_record_offsets=MappingProxyType(offsets),
-                                      heartbeats=MappingProxyType(heartbeats))
+        self._state = state if state is not None else ControllerState(
+            register_broker_record_offsets=MappingProxyType(offsets), heartbeats=MappingProxyType(heartbeats))
         self._pending: list[LogEntry] = []
 
     # -- views -----------------------------------------------------------------------------------------------
