@@ -6,13 +6,14 @@ It parses arguments, calls the package, prints with rich, and maps errors to exi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from jbod_model.controller.context import ControllerConfig
@@ -26,7 +27,7 @@ from jbod_model.records.json_codec import dumps, record_to_json
 from jbod_model.sources import InputKind, LoadedInput, detect_kind, open_inputs
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.storage.log_reader import ReadPolicy, read_entries
-from jbod_model.stream import StreamRunner, entry_to_json
+from jbod_model.stream import StreamEntry, StreamRunner, entry_to_json
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import what_if_directories_fail
 from pipelines.cli_report import register as _register_report
@@ -74,6 +75,23 @@ def _fail() -> Iterator[None]:
     except (InputError, JbodError) as e:
         _console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(EXIT_INPUT) from None
+
+
+def _tracked(entries: Iterable[StreamEntry], what: str) -> Iterator[StreamEntry]:
+    """Entries as they are read, with a live count on a terminal's stderr (decode and replay of a large log take
+    minutes; a silent terminal looks hung). Nothing is drawn when stderr is not a terminal, so pipes stay clean."""
+    console = _console(stderr=True)
+    if not console.is_terminal:
+        yield from entries
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} entries"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(what, total=None)
+        for i, entry in enumerate(entries, start=1):
+            if i % 1024 == 0:
+                progress.update(task, completed=i)
+            yield entry
 
 
 def _runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
@@ -161,7 +179,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             loaded = open_inputs(inputs, policy=_policy(policy), until_offset=until_offset,
                                  from_snapshot=not full_log)
             runner = _runner(loaded)
-            for _event in runner.run(loaded.entries):
+            for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
                 pass  # requests in JSONL inputs are run; only the final image is printed here
             _report_skips(loaded)
             doc = image_to_json(runner.image)
@@ -185,7 +203,7 @@ def controller(inputs: InputsArg,
     with _fail():
         loaded = open_inputs(inputs)
         runner = _runner(loaded, cluster_id)
-        for event in runner.run(loaded.entries):
+        for event in runner.run(_tracked(loaded.entries, "running the controller")):
             print(dumps(event.to_json()))
         doc = image_to_json(runner.image)
         if as_json:
@@ -275,7 +293,7 @@ def whatif(inputs: InputsArg,
     with _fail():
         loaded = open_inputs(inputs, until_offset=until_offset)
         runner = _runner(loaded)
-        for _event in runner.run(loaded.entries):
+        for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
             pass
         result = what_if_directories_fail(runner.image, [_directory_id(v) for v in fail_dir])
         if as_json:

@@ -194,3 +194,17 @@ def test_whatif_by_uuid_and_by_meta_properties_path(tmp_path: Path) -> None:
 def test_whatif_on_a_directory_no_broker_has_is_an_input_error() -> None:
     result = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", "Y8UXxSTrSB2pCc9s439Vkw"])  # already failed
     assert result.exit_code == EXIT_INPUT and "not an online directory" in result.stderr
+
+
+def test_progress_on_a_terminal_passes_every_entry_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from pipelines import cli
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "_console", lambda stderr=False: Console(file=screen, force_terminal=True, width=100))
+    entries = [LogEntry(offset=i, record=r) for i, r in enumerate(disk_failure_records() * 300)]  # type: ignore[arg-type]
+    assert list(cli._tracked(iter(entries), "replaying")) == entries
+    assert "replaying" in screen.getvalue()
