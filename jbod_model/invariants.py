@@ -23,7 +23,13 @@ off (I15, I16); an empty BrokerRegistrationChangeRecord.LogDirs means "no change
 list written before 3.7-IV2 means "everything online" (KAFKA-16162).
 
 The per-row predicates (``partition_directories_length_ok`` …) are public and small so the great-expectations
-layer can apply them to table rows under the same invariant names."""
+layer (``pipelines.quality``) can apply them to table rows under the same invariant names; a few exist for that layer
+only: ``directories_length_ok`` (raw arrays), ``replica_pending_placement`` and ``registration_carried_over`` (the
+I12 and I9 clocks, also used by the tracker), ``replica_directory_registered`` (I21), ``jbod_supported`` (I22),
+``online_directory_on_disk`` and ``disk_directory_id_ok`` (I24), and ``fault_invariant`` (which invariant a replay
+fault's message says replay enforced). :data:`EXTERNAL_INVARIANTS` names I22–I25 (scope ``external``: they need
+meta.properties, broker configs, DescribeLogDirs or cordons, never read here); :func:`invariant` finds any of
+I1–I25."""
 
 from __future__ import annotations
 
@@ -1245,16 +1251,19 @@ class InvariantTracker:
     ``max_pending_offsets`` / ``max_pending_ms`` bound how long a placeholder may stay (I12) or a registration
     may lack directories after the upgrade (I9); ``None`` disables a bound. ``image_checks`` runs the
     image-scope checks after each batch (only on touched partitions unless brokers or the metadata.version
-    changed)."""
+    changed). ``history_checks=False`` skips the history (I12, I21, I9's warning) and its bookkeeping, for a
+    caller that wants only the step checks of a long log (``pipelines.quality``'s log suite checks those from
+    the history tables instead)."""
 
     def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_pending_offsets: int | None = 10_000,
                  max_pending_ms: int | None = 600_000, image_checks: bool = True,
-                 step_checks: bool = True) -> None:
+                 step_checks: bool = True, history_checks: bool = True) -> None:
         self._image = image
         self._max_offsets = max_pending_offsets
         self._max_ms = max_pending_ms
         self._image_checks = image_checks
         self._step_checks = step_checks
+        self._history_checks = history_checks
         self._buffer: list[LogEntry] = []
         self._buffer_base: int | None = None
         self._txn: list[LogEntry] | None = None
@@ -1319,7 +1328,8 @@ class InvariantTracker:
             out.extend(check_step(before, entries, image_after))
         if self._image_checks:
             out.extend(self._check_touched(image_after, entries))
-        out.extend(self._history(before, entries, image_after))
+        if self._history_checks:
+            out.extend(self._history(before, entries, image_after))
         self._image = image_after
         return out
 

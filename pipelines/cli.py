@@ -30,6 +30,7 @@ from jbod_model.storage.log_reader import ReadPolicy, read_entries
 from jbod_model.stream import StreamEntry, StreamRunner, entry_to_json
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import what_if_directories_fail
+from pipelines.cli_check import register as _register_check
 from pipelines.cli_report import register as _register_report
 from pipelines.cli_simulate import register as _register_simulate
 from pipelines.config import resolve_config
@@ -456,6 +457,7 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
 # Commands that live in their own modules register themselves on the app.
 _register_report(app)
 _register_simulate(app)
+_register_check(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
