@@ -564,7 +564,7 @@ class _Build:
     settings: QualitySettings
     inputs: ExternalInputs
     _model: _Model | None = None
-    _decoded: dict[int, Record] = field(default_factory=dict)
+    _decoded: dict[tuple[int, int | None], Record] = field(default_factory=dict)
 
     @property
     def model(self) -> _Model:
@@ -574,7 +574,8 @@ class _Build:
 
     def record(self, row: Any) -> Record | None:
         """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should)."""
-        key = int(row.offset)
+        # A snapshot's records all carry the snapshot's offset: its index tells them apart.
+        key = (int(row.offset), _opt_int(getattr(row, "snapshot_index", None)))
         if key not in self._decoded:
             try:
                 data = None if row.data is None else json.loads(row.data)
@@ -1038,20 +1039,18 @@ def _f_log_violations(b: _Build) -> Frame:
             found += tracker.feed_batch(batch)
             batches += 1
     except ReplayFault as fault:
-        # The job applied these records, so the model should too; if not, say where the check stopped.
-        note = f"the step checks stopped: {fault}"
+        # The job applied these records, so the model should too; if not, every result says where the check stopped.
+        note = f"; the step checks stopped there: {fault}"
     rows = [{"invariant": v.invariant, "offset": v.offset, "topic_id": None if v.topic_id is None else str(v.topic_id),
              "partition_id": v.partition_id, "broker_id": v.broker_id,
              "directory": None if v.directory is None else str(v.directory), "message": v.message}
             for v in found if v.invariant in wanted]
-    if note is not None:
-        rows.append({"invariant": "replay", "message": note})
     cols = {"invariant": "string", "offset": "Int64", "topic_id": "string", "partition_id": "Int64",
             "broker_id": "Int64", "directory": "string", "message": "string"}
     return Frame("log_violations", _frame(rows, cols),
                  ("row", "offset", "topic_id", "partition_id", "broker_id", "directory"), ("message",),
                  note=f"{checked} records in {batches} batches re-checked by jbod_model's step checks"
-                      + ("" if image is None else " (from the snapshot the replay started with)"))
+                      + ("" if image is None else " (from the snapshot the replay started with)") + (note or ""))
 
 
 # -- external inputs

@@ -17,7 +17,14 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from test_quality_support import DEMO_CLUSTER, demo_lakehouse, record_row, synthetic_lakehouse
+from test_quality_support import (
+    DEMO_CLUSTER,
+    demo_lakehouse,
+    demo_log,
+    record_row,
+    synthetic_lakehouse,
+    write_lakehouse,
+)
 
 from jbod_model.directory_id import UNASSIGNED
 from jbod_model.errors import ReplayFault
@@ -32,9 +39,12 @@ from jbod_model.invariants import (
     invariant,
 )
 from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to_text
+from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
+    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -572,3 +582,34 @@ def test_leader_checks_agree_with_the_model_where_they_fail(runner: GxRunner, tm
     assert r.unexpected_count == len(want)
     assert sorted((s["topic_id"], s["partition_id"]) for s in r.sample) == want
     assert failed(results) == {"I14.leader_acceptable"}
+
+
+# -------------------------------------------------------------------------------------------------------------
+# A replay that starts from a snapshot
+
+
+def test_a_replay_from_a_snapshot_after_the_disk_failure_passes(runner: GxRunner, tmp_path: Path) -> None:
+    """The log's start was deleted: the job starts from a snapshot taken after broker 2's disk failed. Its
+    partitions name the failed disk, which broker 2's registration in the snapshot no longer lists: offline (I13),
+    not corrupt — I21 does not judge what a snapshot loaded, as the model's tracker does not."""
+    log = demo_log()
+    image = replay_entries(log)
+    after = [LogEntry(offset=33 + i, record=NoOpRecord(), batch_base_offset=33 + i) for i in range(3)]
+    write_lakehouse(tmp_path, "from-snapshot", after, snapshot=(image.to_records(), 33))
+    tables = TableSet("from-snapshot", tmp_path)
+    results = check_cluster(tables, runner)
+    assert failed(results) == set()
+    assert result(results, "I13.offline_intervals_match").element_count == 3
+    assert "(from the snapshot the replay started with)" in (result(
+        results, "I16.directory_failure_handled_in_batch").note or "")
+
+
+def test_the_log_suite_checks_the_records_after_a_snapshot(runner: GxRunner, tmp_path: Path) -> None:
+    """After the snapshot, broker 1 reports its disk NXG failed without the controller moving its leaderships."""
+    image = replay_entries(demo_log())
+    failure = BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1,
+                                             log_dirs=(Uuid.from_string(BQ),))
+    write_lakehouse(tmp_path, "from-snapshot", [LogEntry(offset=33, record=failure, batch_base_offset=33)],
+                    snapshot=(image.to_records(), 33))
+    results = check_cluster(TableSet("from-snapshot", tmp_path), runner)
+    assert failed(results) == {"I14.leader_acceptable", "I16.directory_failure_handled_in_batch"}

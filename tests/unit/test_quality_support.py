@@ -72,19 +72,25 @@ class _ValueState:
 
 
 def write_lakehouse(tables: Path, cluster_id: str, entries: Sequence[StreamEntry], *, input_kind: str = "log",
-                    batch_size: int | None = None) -> Path:
+                    batch_size: int | None = None, snapshot: tuple[Sequence[Record], int] | None = None) -> Path:
     """Replay ``entries`` (records, or a JSONL request stream with ``input_kind="jsonl"``) with the job's operator
-    and write the job's Delta tables for ``cluster_id`` under ``tables`` (several clusters may share it)."""
+    and write the job's Delta tables for ``cluster_id`` under ``tables`` (several clusters may share it).
+    ``snapshot`` (its records, its end offset) is where the stream starts, as the source starts a log whose
+    beginning was deleted."""
     maps = {name: _MapState() for name in _MAP_STATES}
     meta = _ValueState()
     writer = DeltaRsWriter(tables, f"kraft-jbod:test:{cluster_id}")
     writer.ensure_tables()
-    size = batch_size or max(1, len(entries))
-    for batch_id, start in enumerate(range(0, len(entries), size)):
-        chunk = entries[start:start + size]
-        frame = pd.DataFrame([dataclasses.asdict(entry_to_row(
-            cluster_id, "request" if isinstance(e, RequestEntry) else "record", start + i, e, input_kind=input_kind))
-            for i, e in enumerate(chunk)])
+    rows_in: list[Any] = []
+    if snapshot is not None:
+        records, end = snapshot
+        rows_in += [entry_to_row(cluster_id, "snapshot", i, LogEntry(offset=i, record=r), snapshot_end=end)
+                    for i, r in enumerate(records)]
+    rows_in += [entry_to_row(cluster_id, "request" if isinstance(e, RequestEntry) else "record", len(rows_in) + i, e,
+                             input_kind=input_kind) for i, e in enumerate(entries)]
+    size = batch_size or max(1, len(rows_in))
+    for batch_id, start in enumerate(range(0, len(rows_in), size)):
+        frame = pd.DataFrame([dataclasses.asdict(r) for r in rows_in[start:start + size]])
         rows = replay_batch(cluster_id, frame, meta, maps)  # type: ignore[arg-type]
         writer.write_batch(batch_id, [{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
     return tables
