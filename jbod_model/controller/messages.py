@@ -15,32 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, TypeVar
 
 from jbod_model.errors import InputError
 from jbod_model.records.json_codec import message_from_json, message_to_json
 from jbod_model.records.metadata import BrokerEndpoint, BrokerFeature
-from jbod_model.records.schema import Message, kfield
+from jbod_model.records.schema import Message, VersionedMessage, kfield
 from jbod_model.uuid import ZERO_UUID, Uuid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApiMessage(Message):
-    """A request or response of one RPC at one version (``ApiMessage`` + the header's api version)."""
-
-    #: The RPC's api key (``ApiKeys``).
-    API_KEY: ClassVar[int] = -1
-    #: ``"<API>_REQUEST"`` / ``"<API>_RESPONSE"``.
-    TYPE_NAME: ClassVar[str] = ""
-
-    version: int = field(default=0)
-
-    def __post_init__(self) -> None:
-        lo, hi = self.VALID_VERSIONS
-        if not lo <= self.version <= hi:
-            raise InputError(f"{self.TYPE_NAME} has versions {lo}-{hi}, not {self.version}")
+class ApiMessage(VersionedMessage):
+    """A request or response of one RPC at one version (``ApiMessage`` + the header's api version); ``API_KEY`` is
+    the RPC's (``ApiKeys``), ``TYPE_NAME`` ``"<API>_REQUEST"`` / ``"<API>_RESPONSE"``."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``data`` object at this message's version (error codes as plain integers)."""

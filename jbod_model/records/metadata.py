@@ -10,12 +10,11 @@ ProducerIdsRecord, …) and otherwise carried as :class:`OpaqueRecord`, so nothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from jbod_model.errors import InputError
-from jbod_model.records.schema import Message, kfield
+from jbod_model.records.schema import Message, VersionedMessage, kfield
 from jbod_model.uuid import ZERO_UUID, Uuid
 
 NO_LEADER = -1
@@ -46,18 +45,8 @@ class BrokerRegistrationInControlledShutdownChange(IntEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MetadataRecord(Message):
+class MetadataRecord(VersionedMessage):
     """A metadata record: a message with an api key (the record type) and a version."""
-
-    API_KEY: ClassVar[int] = -1
-    TYPE_NAME: ClassVar[str] = ""
-
-    version: int = field(default=0)
-
-    def __post_init__(self) -> None:
-        lo, hi = self.VALID_VERSIONS
-        if not lo <= self.version <= hi:
-            raise InputError(f"{self.TYPE_NAME} has versions {lo}-{hi}, not {self.version}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -125,6 +125,22 @@ class Message:
             yield spec, getattr(self, spec.name)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionedMessage(Message):
+    """A top-level message that carries its schema version: a metadata record, or an RPC request or response.
+    Its ``TYPE_NAME`` is the name Kafka prints (``PARTITION_RECORD``) or ours for RPCs (``<API>_REQUEST``)."""
+
+    API_KEY: ClassVar[int] = -1
+    TYPE_NAME: ClassVar[str] = ""
+
+    version: int = dataclasses.field(default=0)
+
+    def __post_init__(self) -> None:
+        lo, hi = self.VALID_VERSIONS
+        if not lo <= self.version <= hi:
+            raise InputError(f"{self.TYPE_NAME} has versions {lo}-{hi}, not {self.version}")
+
+
 def check_value(spec: FieldSpec, value: Any, version: int, where: str) -> None:
     """Validate one field value against its spec at ``version``; raise InputError naming the field."""
     label = f"{where}.{spec.json_name}"
