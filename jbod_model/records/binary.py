@@ -52,42 +52,37 @@ class UnknownRecordWarning(UserWarning):
 # ByteUtils
 
 
+def _read_leb128(buf: Buffer, pos: int, end: int, max_bytes: int, what: str) -> tuple[int, int]:
+    """LEB128 with at most ``max_bytes`` bytes; returns ``(value, next position)`` (the caller masks the value)."""
+    value = 0
+    shift = 0
+    start = pos
+    limit = 7 * max_bytes
+    while True:
+        if pos >= end:
+            raise DecodeError(f"unsigned {what} runs past the end of its buffer", position=start)
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift >= limit:
+            raise DecodeError(f"{what.capitalize()} is too long: more than {max_bytes} bytes", position=start)
+
+
 def read_unsigned_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Mirrors ``ByteUtils.readUnsignedVarint``: LEB128, at most 5 bytes; returns ``(value, next position)``.
 
     The value is masked to 32 bits as Java's ``int`` arithmetic would; callers range-check it."""
-    value = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= end:
-            raise DecodeError("unsigned varint runs past the end of its buffer", position=start)
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value & 0xFFFFFFFF, pos
-        shift += 7
-        if shift >= 35:
-            raise DecodeError("Varint is too long: more than 5 bytes", position=start)
+    value, pos = _read_leb128(buf, pos, end, 5, "varint")
+    return value & 0xFFFFFFFF, pos
 
 
 def read_unsigned_varlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Mirrors ``ByteUtils.readUnsignedVarlong``: LEB128, at most 10 bytes, masked to 64 bits."""
-    value = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= end:
-            raise DecodeError("unsigned varlong runs past the end of its buffer", position=start)
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value & 0xFFFFFFFFFFFFFFFF, pos
-        shift += 7
-        if shift >= 70:
-            raise DecodeError("Varlong is too long: more than 10 bytes", position=start)
+    value, pos = _read_leb128(buf, pos, end, 10, "varlong")
+    return value & 0xFFFFFFFFFFFFFFFF, pos
 
 
 def read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
