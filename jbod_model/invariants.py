@@ -34,6 +34,7 @@ I1–I25."""
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -1235,6 +1236,13 @@ class _Clock:
     since_offset: int
     since_timestamp: int | None
     reported: bool = False
+    #: Creation order: a pending placement's clock is created when its key enters ``_pending`` and dropped with
+    #: it, so sorting by ``seq`` gives ``_pending``'s iteration order (the order I12 warnings are reported in).
+    seq: int = 0
+
+
+#: A heap entry of the I12 deadlines: (since_offset or since_timestamp, clock seq, replica key).
+_Deadline = tuple[int, int, ReplicaKey]
 
 
 class InvariantTracker:
@@ -1253,7 +1261,11 @@ class InvariantTracker:
     image-scope checks after each batch (only on touched partitions unless brokers or the metadata.version
     changed). ``history_checks=False`` skips the history (I12, I21, I9's warning) and its bookkeeping, for a
     caller that wants only the step checks of a long log (``pipelines.quality``'s log suite checks those from
-    the history tables instead)."""
+    the history tables instead).
+
+    A batch that changes no broker and not the metadata.version costs what it touches — its partitions, the topics it
+    deletes, the clocks that fall due — however many placements are pending (all of a large cluster's replicas
+    after the upgrade to 3.7-IV2); one that does rescans every partition, whose pending state depends on brokers."""
 
     def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_pending_offsets: int | None = 10_000,
                  max_pending_ms: int | None = 600_000, image_checks: bool = True,
@@ -1270,6 +1282,15 @@ class InvariantTracker:
         self._registered: dict[int, set[Uuid]] = {}
         self._registrants: dict[Uuid, set[int]] = {}
         self._pending: dict[ReplicaKey, _Clock] = {}
+        # _pending indexed by topic, then partition, then broker: a batch finds the placements of the partitions
+        # it touches (or of a deleted topic) without scanning every pending placement — after an upgrade to
+        # 3.7-IV2 every replica of a large cluster is MIGRATING, i.e. pending, at once.
+        self._pending_index: dict[Uuid, dict[int, set[int]]] = {}
+        # The clocks as min-heaps of when they started (offset; batch time where known), so a batch finds the
+        # overdue ones without looking at every clock. Entries of dropped clocks stay until popped or compacted.
+        self._by_offset: list[_Deadline] = []
+        self._by_time: list[_Deadline] = []
+        self._seq = 0
         self._carried: dict[int, _Clock] = {}
         for reg in image.cluster.brokers.values():
             self._remember_dirs(reg.id, reg.directories)
@@ -1412,8 +1433,9 @@ class InvariantTracker:
             self._rescan(after, now, now_ts)
         else:
             for tid in {e.record.topic_id for e in entries if isinstance(e.record, RemoveTopicRecord)}:
-                for key in [k for k in self._pending if k[0] == tid]:
-                    del self._pending[key]
+                for pid, brokers in self._pending_index.pop(tid, {}).items():
+                    for b in brokers:
+                        del self._pending[(tid, pid, b)]
             for tid, pid in touched:
                 self._rescan_partition(after, tid, pid, now, now_ts)
         out.extend(self._overdue(now, now_ts))
@@ -1445,7 +1467,7 @@ class InvariantTracker:
         for topic, pid, _ in image.topics.partitions():
             live.update(self._rescan_partition(image, topic.id, pid, now, now_ts))
         for key in [k for k in self._pending if k not in live]:
-            del self._pending[key]
+            self._drop_pending(key)
         for b, reg in image.cluster.brokers.items():
             if registration_carried_over(reg, image.metadata_version):
                 self._carried.setdefault(b, _Clock(MIGRATING, now, now_ts))
@@ -1464,12 +1486,52 @@ class InvariantTracker:
                     pending.add((tid, pid, b))
                     clock = self._pending.get((tid, pid, b))
                     if clock is None:
-                        self._pending[(tid, pid, b)] = _Clock(d, now, now_ts)
+                        self._add_pending((tid, pid, b), _Clock(d, now, now_ts))
                     else:
                         clock.directory = d
-        for key in [k for k in self._pending if k[0] == tid and k[1] == pid and k not in pending]:
-            del self._pending[key]
+        brokers = self._pending_index.get(tid, {}).get(pid, ())
+        for key in [(tid, pid, b) for b in brokers if (tid, pid, b) not in pending]:
+            self._drop_pending(key)
         return pending
+
+    def _add_pending(self, key: ReplicaKey, clock: _Clock) -> None:
+        self._seq += 1
+        clock.seq = self._seq
+        self._pending[key] = clock
+        self._pending_index.setdefault(key[0], {}).setdefault(key[1], set()).add(key[2])
+        # Without a bound there is nothing to wait for: keep no deadline.
+        if self._max_offsets is not None:
+            heapq.heappush(self._by_offset, (clock.since_offset, clock.seq, key))
+        if self._max_ms is not None and clock.since_timestamp is not None:
+            heapq.heappush(self._by_time, (clock.since_timestamp, clock.seq, key))
+
+    def _drop_pending(self, key: ReplicaKey) -> None:
+        del self._pending[key]
+        partitions = self._pending_index[key[0]]
+        brokers = partitions[key[1]]
+        brokers.discard(key[2])
+        if not brokers:
+            del partitions[key[1]]
+            if not partitions:
+                del self._pending_index[key[0]]
+
+    def _pop_overdue(self, heap: list[_Deadline], cutoff: int, found: dict[int, ReplicaKey]) -> None:
+        """Pop the deadlines that started before ``cutoff`` (the clocks now overdue) into ``found`` (seq → key),
+        skipping entries of clocks dropped (or replaced) since, or already reported."""
+        while heap and heap[0][0] < cutoff:
+            _, seq, key = heapq.heappop(heap)
+            clock = self._pending.get(key)
+            if clock is not None and clock.seq == seq and not clock.reported:
+                found[seq] = key
+
+    def _compact(self, heap: list[_Deadline]) -> None:
+        """Rebuild a heap that holds mostly entries of dropped clocks (placements resolved in time) from the live
+        ones, so it stays proportional to what is pending (amortised: it at least halves)."""
+        if len(heap) > 64 and len(heap) > 2 * len(self._pending):
+            live = [(since, seq, key) for since, seq, key in heap
+                    if (clock := self._pending.get(key)) is not None and clock.seq == seq]
+            heapq.heapify(live)
+            heap[:] = live
 
     def _is_overdue(self, clock: _Clock, now: int, now_ts: int | None) -> bool:
         if self._max_offsets is not None and now - clock.since_offset > self._max_offsets:
@@ -1479,14 +1541,23 @@ class InvariantTracker:
 
     def _overdue(self, now: int, now_ts: int | None) -> list[Violation]:
         out = []
-        for (tid, pid, b), clock in self._pending.items():
-            if not clock.reported and self._is_overdue(clock, now, now_ts):
-                clock.reported = True
-                out.append(_v("I12", f"replica {b} of {_tp(tid, pid)} has been {clock.directory} "
-                                     f"({DirectoryState.of(clock.directory).value}) since offset "
-                                     f"{clock.since_offset} on an unfenced broker",
-                              topic_id=tid, partition_id=pid, broker_id=b, directory=clock.directory,
-                              offset=now))
+        # A clock is overdue when now - since exceeds a bound; in creation order, as _pending iterates.
+        found: dict[int, ReplicaKey] = {}
+        if self._max_offsets is not None:
+            self._pop_overdue(self._by_offset, now - self._max_offsets, found)
+        if self._max_ms is not None and now_ts is not None:
+            self._pop_overdue(self._by_time, now_ts - self._max_ms, found)
+        self._compact(self._by_offset)
+        self._compact(self._by_time)
+        for seq in sorted(found):
+            tid, pid, b = found[seq]
+            clock = self._pending[(tid, pid, b)]
+            clock.reported = True
+            out.append(_v("I12", f"replica {b} of {_tp(tid, pid)} has been {clock.directory} "
+                                 f"({DirectoryState.of(clock.directory).value}) since offset "
+                                 f"{clock.since_offset} on an unfenced broker",
+                          topic_id=tid, partition_id=pid, broker_id=b, directory=clock.directory,
+                          offset=now))
         for b, clock in self._carried.items():
             if not clock.reported and self._is_overdue(clock, now, now_ts):
                 clock.reported = True

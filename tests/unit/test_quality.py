@@ -11,6 +11,7 @@ recomputes the derived rows with the model, as the job would have — so the inj
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 from test_quality_support import (
     DEMO_CLUSTER,
+    SYNTHETIC,
     demo_lakehouse,
     demo_log,
     record_row,
@@ -568,20 +570,57 @@ def test_i22_several_log_dirs_below_3_7_iv2(runner: GxRunner, demo: Path, tmp_pa
 # Agreement with the model
 
 
-def test_leader_checks_agree_with_the_model_where_they_fail(runner: GxRunner, tmp_path: Path) -> None:
-    """The synthetic generator fences brokers without moving their leaders: the model's I14 and the table check
-    flag the same partitions."""
-    from test_quality_support import SYNTHETIC
+def _bare_fence() -> list[LogEntry]:
+    """The synthetic cluster, then the broker leading most partitions fenced by a lone BrokerRegistrationChangeRecord:
+    without the leadership moves ``handleBrokerFenced`` writes before it, so it keeps leading while fenced."""
+    log = generate(SYNTHETIC)
+    image = replay_entries(log)
+    leaders = Counter(p.leader for _, _, p in image.topics.partitions() if p.leader >= 0)
+    broker = min(leaders, key=lambda b: (-leaders[b], b))
+    fence = BrokerRegistrationChangeRecord(broker_id=broker, broker_epoch=image.cluster.brokers[broker].epoch, fenced=1)
+    last = log[-1]
+    return [*log, LogEntry(offset=last.offset + 1, record=fence, batch_base_offset=last.offset + 1, leader_epoch=1,
+                           timestamp=(last.timestamp or 0) + 1)]
 
-    synthetic_lakehouse(tmp_path)
-    image = replay_entries(generate(SYNTHETIC))
-    want = sorted((str(v.topic_id), v.partition_id) for v in check_image(image) if v.invariant == "I14")
-    assert want, "the synthetic cluster has fenced leaders"
-    results = check_cluster(TableSet("synthetic", tmp_path), runner, suites=["semantic"])
+
+def _unfenced_onto_failed_dir() -> list[LogEntry]:
+    """Kafka 3.9's own I14 breach (docs/simulator.md, known issue 1): one heartbeat unfences a broker and reports the
+    directory of ``solo-0`` offline; the unfence election makes it leader there on the dead directory."""
+    from jbod_model.simulator.scenarios import run_scenario
+
+    log = run_scenario("unfenced-onto-failed-dir").log
+    assert log is not None
+    return list(log)
+
+
+LEADER_BREAKS: dict[str, Callable[[], list[LogEntry]]] = {
+    "fenced leaders (injected)": _bare_fence,
+    "leader on an offline directory (Kafka quirk)": _unfenced_onto_failed_dir,
+}
+
+
+@pytest.mark.parametrize("case", list(LEADER_BREAKS))
+def test_leader_checks_agree_with_the_model_where_they_fail(runner: GxRunner, tmp_path: Path, case: str) -> None:
+    """Where leaders break I14 — a fenced broker left leading (injected), a leader elected onto an offline directory
+    (reproduced from Kafka 3.9 by the simulator) — the model's I14 and the table check flag the same partitions."""
+    log = LEADER_BREAKS[case]()
+    write_lakehouse(tmp_path, "leaders", log, batch_size=17)
+    want = sorted((str(v.topic_id), v.partition_id) for v in check_image(replay_entries(log)) if v.invariant == "I14")
+    assert want, "the log breaks I14"
+    results = check_cluster(TableSet("leaders", tmp_path), runner, suites=["semantic"])
     r = result(results, "I14.leader_acceptable")
     assert r.unexpected_count == len(want)
     assert sorted((s["topic_id"], s["partition_id"]) for s in r.sample) == want
     assert failed(results) == {"I14.leader_acceptable"}
+
+
+def test_the_synthetic_cluster_passes_every_suite(runner: GxRunner, tmp_path: Path) -> None:
+    """The generator writes what Kafka's controller would (fencing moves leadership away first): nothing fails."""
+    synthetic_lakehouse(tmp_path)
+    results = check_cluster(TableSet("synthetic", tmp_path), runner)
+    assert failed(results) == set()
+    assert result(results, "I14.leader_acceptable").element_count == len(list(
+        replay_entries(generate(SYNTHETIC)).topics.partitions()))
 
 
 # -------------------------------------------------------------------------------------------------------------
