@@ -46,7 +46,7 @@ from jbod_model.image import (
 )
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
-from jbod_model.replay import DeltaChanges, MetadataDelta
+from jbod_model.replay import DeltaChanges, MetadataDelta, check_snapshot_offset
 from jbod_model.replicas import ReplicaState, partition_replicas
 from jbod_model.uuid import Uuid
 
@@ -259,8 +259,9 @@ class Step:
     """One visible change of the image: what became true at ``offset`` (the image's ``last_offset`` after it).
 
     ``entries`` are the entries applied by the step (one record; a committed transaction from its Begin to its End;
-    a snapshot's records), ``aborted`` the entries an AbortTransactionRecord discarded. ``timestamp`` is the last
-    applied entry's (ms, None when the input has none).
+    a snapshot's records), ``aborted`` the entries an AbortTransactionRecord discarded (or, for a snapshot loaded
+    over a non-empty image, those of the transaction it found open). ``timestamp`` is the last applied entry's (ms,
+    None when the input has none).
     """
 
     offset: int
@@ -530,23 +531,32 @@ class IncrementalReplayer:
         return self._step([entry], entry.offset)
 
     def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
-        """Load a snapshot's records into an empty image as one step at ``end_offset - 1`` (the offset the snapshot
-        stands for; its records carry offsets local to the file, as ``jbod_model.sources`` rebases them)."""
-        image = self.image
-        if (self._in_transaction or image.cluster.brokers or image.topics.by_id or image.features.levels
-                or self._writes.last_offset >= 0):
-            raise InputError("a snapshot can only be loaded into an empty image (the stream started from it)")
-        return self._step(list(entries), end_offset - 1, snapshot=True)
+        """Load a snapshot over the image as one step at ``end_offset - 1`` (the offset the snapshot stands for; its
+        records carry offsets local to the file, as ``jbod_model.sources`` rebases them).
+
+        Into an empty image this is the start of a stream that begins at a snapshot. Over a non-empty one it is
+        what Kafka's ``MetadataLoader.handleLoadSnapshot`` does for a node that fell behind the log's start (the
+        offsets it needed were deleted after a newer snapshot): ``MetadataDelta.finishSnapshot`` semantics, so the
+        step's changes are the whole difference between the old image and the snapshot's — keys the snapshot lacks
+        are removed (their rows close, offline intervals end) — and the image after it equals a fresh replay of
+        the snapshot (:func:`jbod_model.replay.load_snapshot`). A metadata transaction still open is dropped
+        (``MetadataBatchLoader.resetToImage``): its entries are the step's ``aborted``."""
+        check_snapshot_offset(self._writes.last_offset, end_offset)
+        dropped = self.pending_transaction()
+        self._pending, self._in_transaction = [], False
+        return self._step(list(entries), end_offset - 1, aborted=dropped, snapshot=True)
 
     def _step(self, entries: list[LogEntry], offset: int, *, aborted: tuple[LogEntry, ...] = (),
               snapshot: bool = False) -> Step:
         before = self.image
-        delta = MetadataDelta(before)
+        delta = MetadataDelta(before, snapshot=snapshot)
         for e in entries:
             try:
                 delta.replay(e.record, None if snapshot else e.offset)
             except ReplayFault as fault:
                 raise fault.located(offset=e.offset, source=e.source) from None
+        if snapshot:
+            delta.finish_snapshot()
         return self._apply(before, delta.changes(), offset, entries, aborted, snapshot)
 
     def _apply(self, before: MetadataImage, ch: DeltaChanges, offset: int, entries: list[LogEntry],

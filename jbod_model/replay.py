@@ -7,6 +7,11 @@ Replay is batch-boundary invariant: applying a record list through any split int
 (a property test checks this, as Kafka's ``RecordTestUtils`` harness does). :class:`Replayer` adds Kafka's
 metadata-transaction handling (``MetadataBatchLoader``): records between Begin/EndTransactionRecord become visible
 together, and an AbortTransactionRecord discards them.
+
+A snapshot can also be loaded over a non-empty image, as ``MetadataLoader.handleLoadSnapshot`` does for a node that
+fell behind the log's start: ``MetadataDelta(image, snapshot=True)`` replays the snapshot's records and
+:meth:`MetadataDelta.finish_snapshot` (``MetadataDelta.finishSnapshot``) deletes whatever the old image held that
+the snapshot does not — the result is exactly the image of the snapshot (:func:`load_snapshot`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from jbod_model.errors import ReplayFault
+from jbod_model.errors import InputError, ReplayFault
 from jbod_model.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -101,10 +106,18 @@ class MetadataDelta:
     Only the families touched are rebuilt by :meth:`apply`; everything else is shared with the base image.
     """
 
-    __slots__ = ("_base", "_brokers", "_configs", "_features", "_last_offset", "_removed_topics", "_topics")
+    __slots__ = ("_base", "_brokers", "_configs", "_features", "_last_offset", "_removed_topics", "_snapshot",
+                 "_topics")
 
-    def __init__(self, image: MetadataImage = EMPTY_IMAGE) -> None:
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, snapshot: bool = False) -> None:
+        """``snapshot``: the records to replay are a snapshot that replaces ``image`` (``MetadataLoader`` loading a
+        snapshot into its current image); :meth:`finish_snapshot` must follow them."""
         self._base = image
+        # A snapshot is a whole image: its records are checked against each other only, so until finish_snapshot()
+        # the image it replaces is invisible to lookups. (Kafka's image-side MetadataDelta checks nothing; this
+        # model's replay carries the controller's checks, which would refuse e.g. a TopicRecord for an id the old
+        # image holds, or a directory an old broker had.)
+        self._snapshot = snapshot
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[Uuid, _TopicChange] = {}
@@ -117,13 +130,13 @@ class MetadataDelta:
     def broker(self, broker_id: int) -> BrokerRegistration | None:
         if broker_id in self._brokers:
             return self._brokers[broker_id]
-        return self._base.cluster.brokers.get(broker_id)
+        return None if self._snapshot else self._base.cluster.brokers.get(broker_id)
 
     def _topic(self, topic_id: Uuid) -> _TopicChange | None:
         change = self._topics.get(topic_id)
         if change is not None:
             return change
-        if topic_id in self._removed_topics:
+        if topic_id in self._removed_topics or self._snapshot:
             return None
         topic = self._base.topics.by_id.get(topic_id)
         if topic is None:
@@ -136,6 +149,8 @@ class MetadataDelta:
         for change in self._topics.values():
             if change.name == name:
                 return change.id
+        if self._snapshot:
+            return None
         tid = self._base.topics.by_name.get(name)
         return None if tid is None or tid in self._removed_topics else tid
 
@@ -199,7 +214,8 @@ class MetadataDelta:
                 key = (record.resource_type, record.resource_name)
                 pending = self._configs.get(key)
                 if pending is None:
-                    base = {} if key in self._configs else dict(self._base.configs.resources.get(key, {}))
+                    base = {} if key in self._configs or self._snapshot \
+                        else dict(self._base.configs.resources.get(key, {}))
                     pending = dict[str, str | None](base)
                     self._configs[key] = pending
                 pending[record.name] = record.value
@@ -231,7 +247,7 @@ class MetadataDelta:
         self._brokers[new.id] = new
 
     def _all_brokers(self) -> Iterable[tuple[int, BrokerRegistration]]:
-        for broker_id, reg in self._base.cluster.brokers.items():
+        for broker_id, reg in () if self._snapshot else self._base.cluster.brokers.items():
             if broker_id not in self._brokers:
                 yield broker_id, reg
         for broker_id, maybe in self._brokers.items():
@@ -280,11 +296,36 @@ class MetadataDelta:
         # one replaces; _topic() finds the re-created topic in _topics first.
         self._topics[record.topic_id] = _TopicChange(name=record.name, id=record.topic_id, base=None)
 
+    # -- snapshots -------------------------------------------------------------------------------------------
+
+    def finish_snapshot(self) -> None:
+        """``MetadataDelta.finishSnapshot``: everything of the replaced image that the snapshot did not replay is
+        deleted — features (``FeaturesDelta``), brokers (``ClusterDelta``), topics (``TopicsDelta``) and config
+        resources (``ConfigurationsDelta``). A topic the snapshot holds replaces the old one whole, partitions
+        included (``TopicsDelta.replay(TopicRecord)`` starts it from an empty ``TopicImage``), and a resource's
+        configs are the snapshot's keys only. Called by :meth:`changes` and :meth:`apply` if the caller did not;
+        afterwards the delta is an ordinary one (further records replay on the snapshot's state)."""
+        if not self._snapshot:
+            return
+        base = self._base
+        for name in base.features.levels:
+            self._features.setdefault(name, None)
+        for broker_id in base.cluster.brokers:
+            self._brokers.setdefault(broker_id, _REMOVED)
+        for topic_id, topic in base.topics.by_id.items():
+            # Every old topic id goes, even one the snapshot re-creates: apply() removes it with the name the old
+            # image knew it by, then adds the snapshot's topic (DeltaChanges allows an id both removed and created).
+            self._removed_topics[topic_id] = topic.name
+        for resource in base.configs.resources:
+            self._configs.setdefault(resource, None)
+        self._snapshot = False
+
     # -- what changed ----------------------------------------------------------------------------------------
 
     def changes(self) -> DeltaChanges:
         """What this delta changes, without building a new image: for consumers that keep the image elsewhere
         (the Spark job's state store) and write back only what changed (``MetadataDelta.topicsDelta()`` etc.)."""
+        self.finish_snapshot()
         partitions: dict[tuple[Uuid, int], PartitionRegistration] = {}
         created: dict[Uuid, str] = {}
         for topic_id, change in self._topics.items():
@@ -303,6 +344,7 @@ class MetadataDelta:
 
     def apply(self) -> MetadataImage:
         """A new image with every pending change (``MetadataDelta.apply``); unchanged families are shared."""
+        self.finish_snapshot()
         base = self._base
         features = base.features
         if self._features:
@@ -416,6 +458,40 @@ class Replayer:
         for entry in entries:
             self.replay(entry)
         return self.image
+
+    def load_snapshot(self, entries: Iterable[LogEntry], end_offset: int) -> tuple[LogEntry, ...]:
+        """Load a snapshot over the current image (``MetadataLoader.handleLoadSnapshot``): the image becomes exactly
+        the snapshot's, with provenance ``end_offset - 1``. A node does this when the log it follows no longer
+        holds the offsets it needs (they were deleted after a newer snapshot). The entries of a metadata
+        transaction still open are dropped, as ``MetadataBatchLoader.resetToImage`` drops them (their end lies
+        in what the snapshot covers), and returned. Snapshot records carry offsets local to the file."""
+        image = self.image
+        check_snapshot_offset(image.last_offset, end_offset)
+        dropped = tuple(self._pending or ()) if self._in_transaction else ()
+        self._pending, self._in_transaction = None, False
+        self._image = load_snapshot(image, entries, end_offset)
+        return dropped
+
+
+def load_snapshot(image: MetadataImage, entries: Iterable[LogEntry], end_offset: int) -> MetadataImage:
+    """The image after loading a snapshot over ``image`` (``MetadataLoader.loadSnapshot``: replay into a
+    ``MetadataDelta`` of the current image, ``finishSnapshot()``, ``apply``): equal to the replay of the snapshot
+    alone into an empty image, with provenance ``end_offset - 1`` (the last offset the snapshot contains)."""
+    delta = MetadataDelta(image, snapshot=True)
+    for e in entries:
+        try:
+            delta.replay(e.record)
+        except ReplayFault as fault:
+            raise fault.located(offset=e.offset, source=e.source) from None
+    delta.finish_snapshot()
+    return replace(delta.apply(), last_offset=end_offset - 1)
+
+
+def check_snapshot_offset(last_offset: int, end_offset: int) -> None:
+    """A snapshot older than the image would move the state back in time (and history would run backwards)."""
+    if last_offset >= 0 and end_offset - 1 < last_offset:
+        raise InputError(f"the snapshot ending at offset {end_offset} is older than the image (at offset "
+                         f"{last_offset}): loading it would move the state back in time")
 
 
 def replay_entries(entries: Iterable[LogEntry], image: MetadataImage = EMPTY_IMAGE) -> MetadataImage:

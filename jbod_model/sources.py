@@ -86,11 +86,17 @@ def _until(entries: Iterable[StreamEntry], until_offset: int | None) -> Iterator
         yield entry
 
 
+def snapshot_image(entries: Iterable[LogEntry], last_offset: int) -> MetadataImage:
+    """The image a snapshot stands for: its records replayed from empty, with the provenance of the log it replaces
+    — ``last_offset``, the snapshot's end offset - 1 (-1 for bootstrap.checkpoint: "before offset 0"). The records'
+    own offsets are local to the file and mean nothing in the log's offset space."""
+    return dataclasses.replace(replay_entries(entries), last_offset=last_offset)
+
+
 def _snapshot_image(path: Path, policy: ReadPolicy, report: ReadReport) -> MetadataImage:
-    image = replay_entries(read_snapshot_entries(path, policy=policy, report=report))
     sid = parse_snapshot_name(path.name)
-    # Provenance: a snapshot stands for the log up to end_offset - 1 (bootstrap.checkpoint for "before offset 0").
-    return dataclasses.replace(image, last_offset=sid.end_offset - 1 if sid is not None else -1)
+    return snapshot_image(read_snapshot_entries(path, policy=policy, report=report),
+                          sid.end_offset - 1 if sid is not None else -1)
 
 
 def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", until_offset: int | None = None,

@@ -98,8 +98,8 @@ class InputRow:
     """One entry of a cluster's input stream as the source emits it (the columns of ``source.INPUT_SCHEMA``).
 
     ``kind`` is ``record`` (a committed metadata record), ``snapshot`` (a record of the snapshot the stream starts
-    from; ``offset`` local to the snapshot file, ``snapshot_end`` its end offset) or ``request`` (a controller
-    request of a canonical JSONL stream). ``seq`` orders a cluster's rows; ``timestamp`` is in ms.
+    or re-bootstraps from; ``offset`` local to the snapshot file, ``snapshot_end`` its end offset) or ``request`` (a
+    controller request of a canonical JSONL stream). ``seq`` orders a cluster's rows; ``timestamp`` is in ms.
     """
 
     cluster_id: str
@@ -117,13 +117,17 @@ class InputRow:
     snapshot_end: int | None = None
     #: The kind of input the cluster is read from: ``log`` (metadata log dir), ``jsonl`` or ``dump``.
     input: str = "log"
+    #: On the rows of a snapshot the stream re-bootstraps from (the log was truncated past the stream's position):
+    #: the first offset the stream never read. The offsets ``gap_from .. snapshot_end - 1`` are known only through
+    #: the snapshot. None otherwise (the snapshot a stream starts from is no gap).
+    gap_from: int | None = None
 
     def as_tuple(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
 
 
 def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, snapshot_end: int | None = None,
-                 input_kind: str = "log") -> InputRow:
+                 input_kind: str = "log", gap_from: int | None = None) -> InputRow:
     obj = entry_to_json(entry)
     data = obj.get("data")
     payload = obj.get("payload")
@@ -133,7 +137,7 @@ def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, sn
                         None, input_kind)
     return InputRow(cluster_id, kind, seq, entry.offset, entry.batch_base_offset, entry.leader_epoch,
                     entry.timestamp, str(obj["type"]), int(obj["version"]), None if data is None else dumps(data),
-                    payload, entry.source, snapshot_end, input_kind)
+                    payload, entry.source, snapshot_end, input_kind, gap_from)
 
 
 def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:

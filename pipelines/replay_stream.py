@@ -23,8 +23,9 @@ views of them, and only the keys its steps changed are written back. Every rule 
 moves values between Spark state, ``jbod_model`` objects and output rows.
 
 Output rows are ``(cluster_id, ord, table, payload)``: ``payload`` is a JSON object, either a row of an append-only
-table (``records``, ``controller_responses``, ``replay_faults``) or a change event of a keyed entity (``{"k": key,
-"o": offset, "t": ms, "v": value or null}``) that :mod:`pipelines.tables` turns into current and history rows.
+table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a keyed entity
+(``{"k": key, "o": offset, "t": ms, "v": value or null}``) that :mod:`pipelines.tables` turns into current and
+history rows.
 """
 
 from __future__ import annotations
@@ -298,6 +299,19 @@ class RowSink:
             "partition_errors": [{"topic": t, "partition_id": p, "error_code": c}
                                  for t, p, c in response_partition_errors(response)]})
 
+    def gap(self, step: Step, gap_from: int, snapshot_end: int) -> None:
+        """A ``log_gaps`` row: the offsets the stream never read because Kafka deleted them first, and the snapshot
+        whose load (``step``) stood in for them."""
+        source = step.entries[0].source if step.entries else None
+        changed = (len(step.features) + len(step.brokers) + len(step.topics) + len(step.partitions)
+                   + len(step.replicas))
+        self.add("log_gaps", {
+            "first_missing_offset": gap_from, "last_missing_offset": snapshot_end - 1,
+            "snapshot_end_offset": snapshot_end, "snapshot_source": source, "snapshot_time": step.timestamp,
+            "changed_rows": changed, "dropped_records": len(step.aborted),
+            "message": f"offsets {gap_from}..{snapshot_end - 1} were deleted from the log before the job read them; "
+                       f"re-bootstrapped from the snapshot ending at offset {snapshot_end} ({changed} rows changed)"})
+
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
         self.add("replay_faults", {"seq": seq, "offset": offset, "source": source,
                                    "error": type(fault).__name__, "message": str(fault)})
@@ -363,16 +377,27 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
                                        pending=pending)
     snapshot: list[LogEntry] = []
     snapshot_end: int | None = None
+    gap_from: int | None = None
+
+    def load_snapshot() -> None:
+        # The model loads it over whatever the image holds (MetadataDelta.finishSnapshot semantics): the step's
+        # changes close what the snapshot no longer has. A re-bootstrap also says which offsets were never read.
+        assert snapshot_end is not None
+        step = replayer.load_snapshot(snapshot, snapshot_end)
+        sink.step(step)
+        if gap_from is not None:
+            sink.gap(step, gap_from, snapshot_end)
+
     row: dict[str, Any] = {}
     try:
         for row in records:
             if row["kind"] == "snapshot":
                 snapshot.append(_log_entry(row))
                 snapshot_end = int(row["snapshot_end"])
+                gap_from = _opt_int(row.get("gap_from"))
                 continue
             if snapshot:
-                assert snapshot_end is not None
-                sink.step(replayer.load_snapshot(snapshot, snapshot_end))
+                load_snapshot()
                 snapshot = []
             entry = row_to_entry(row)
             if isinstance(entry, RequestEntry):
@@ -391,8 +416,7 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
             if step is not None:
                 sink.step(step)
         if snapshot:
-            assert snapshot_end is not None
-            sink.step(replayer.load_snapshot(snapshot, snapshot_end))
+            load_snapshot()
     except (ReplayFault, InputError) as fault:
         # Quarantine the cluster at the faulting entry: what was replayed before it is kept and stored, nothing
         # after it is replayed (the pure model stops there too), and the fault is a row of replay_faults.

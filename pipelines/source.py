@@ -14,9 +14,10 @@ What it reads (``paths``: files or directories, searched recursively):
 Each cluster is keyed by its cluster id: the ``cluster.id`` of the ``meta.properties`` beside the metadata log, else
 the ``clusterIds`` option (a JSON object path → id), else the ``clusterId`` option, else the file's stem (or the log
 dir's name). Offsets are JSON per cluster — ``{"next": N, "snap": E}`` for logs and dump text (N = the next log
-offset to read, -1 before the first batch; E = the snapshot the stream started from, -1 for none), ``{"file": i,
-"pos": byte, "seq": n}`` for JSONL — so a restart resumes exactly, and a re-read of a grown segment reads offsets
-``[start, end)`` only: no record is ever emitted twice.
+offset to read, -1 before the first batch; E = the end offset of the last snapshot the stream loaded — the one it
+started from or one it re-bootstrapped from, -1 for none), ``{"file": i, "pos": byte, "seq": n}`` for JSONL — so a
+restart resumes exactly, and a re-read of a grown segment reads offsets ``[start, end)`` only: no record is ever
+emitted twice.
 
 Options: ``paths`` (JSON list), ``clusterId``, ``clusterIds``, ``maxEntriesPerBatch`` (per cluster and micro-batch;
 Spark's Python sources have no admission control, so the reader caps ``latestOffset`` itself — used by the contract
@@ -170,6 +171,12 @@ def _latest_log(ci: ClusterInput, current: Position, cap: int | None, tails: Tai
     end = tails.log_end(copies)
     if current["next"] >= 0:
         begin, snap = current["next"], current["snap"]
+        covering = _covering_snapshot(copies, begin, end)
+        if covering is not None:
+            # Kafka deleted offsets the stream had yet to read (the job was stopped longer than
+            # metadata.max.retention.ms): re-bootstrap from the snapshot the log continues from, as a follower that
+            # fell behind the log's start does. The range's end names the snapshot; its rows come first.
+            begin = snap = covering
     elif any(c.segments and c.segments[0].base_offset == 0 for c in copies):
         begin, snap = 0, -1
     else:
@@ -188,6 +195,21 @@ def _latest_log(ci: ClusterInput, current: Position, cap: int | None, tails: Tai
     available = max(begin, end if end is not None else begin)
     target = available if cap is None else min(available, begin + cap)
     return {"next": target, "snap": snap}
+
+
+def _log_start(copies: Sequence[MetadataLogDir]) -> int | None:
+    """The first offset the merged copies still hold (None: no segment)."""
+    return min((c.segments[0].base_offset for c in copies if c.segments), default=None)
+
+
+def _covering_snapshot(copies: Sequence[MetadataLogDir], next_offset: int, log_end: int | None) -> int | None:
+    """When the log starts after ``next_offset`` (its older segments were deleted), the end offset of the earliest
+    snapshot the log continues from — the smallest gap — or None (no gap, or no snapshot covers it)."""
+    log_start = _log_start(copies)
+    if log_start is None or log_end is None or next_offset >= log_start:
+        return None
+    ends = sorted({s.end_offset for c in copies for s in c.snapshots if log_start <= s.end_offset <= log_end})
+    return ends[0] if ends else None
 
 
 def _complete_lines(data: bytes, is_last_file: bool) -> list[tuple[int, bytes]]:
@@ -303,15 +325,19 @@ def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPol
 def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> Iterator[InputRow]:
     log = MetadataLog.open(list(ci.paths))
     first = start["next"]
-    if first < 0 and end["snap"] >= 0:
+    if end["snap"] >= 0 and end["snap"] != start["snap"]:
+        # A range whose end names another snapshot than its start begins with that snapshot: the stream's start
+        # (``first`` is -1), or a re-bootstrap after the log was truncated past ``first`` (see _latest_log).
         snapshot = next((s for s in log.snapshots if s.end_offset == end["snap"]), None)
         if snapshot is None:
             raise InputError(f"cluster {ci.cluster_id}: snapshot ending at offset {end['snap']} is gone; the stream "
-                             "cannot be replayed again from its start")
+                             "cannot be replayed again from this point")
         records = list(read_snapshot_entries(snapshot.path, policy=policy))
         base = snapshot.end_offset - len(records)
+        gap_from = first if first >= 0 else None
         for i, snap_entry in enumerate(records):
-            yield entry_to_row(ci.cluster_id, "snapshot", base + i, snap_entry, snapshot_end=snapshot.end_offset)
+            yield entry_to_row(ci.cluster_id, "snapshot", base + i, snap_entry, snapshot_end=snapshot.end_offset,
+                               gap_from=gap_from)
         first = snapshot.end_offset
     first = max(first, 0)
     if first >= end["next"]:
@@ -323,18 +349,28 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
     for entry in log.log_entries(start_offset=first, until_offset=end["next"], policy="skip", report=report,
                                  include_control=True):
         if entry.offset != expected:
-            _missing(ci, expected, entry.offset, policy)
+            _missing(ci, log, expected, entry.offset, policy)
         expected = entry.offset + 1
         if isinstance(entry, LogEntry):
             yield entry_to_row(ci.cluster_id, "record", entry.offset, entry)
     if expected != end["next"]:
-        _missing(ci, expected, end["next"], policy)
+        _missing(ci, log, expected, end["next"], policy)
 
 
-def _missing(ci: ClusterInput, first: int, until: int, policy: ReadPolicy) -> None:
-    if policy == "fail":
-        raise DecodeError(f"cluster {ci.cluster_id}: offsets {first}..{until - 1} cannot be read from "
-                          f"{', '.join(ci.paths)} (corrupt, or the log was truncated under the stream)")
+def _missing(ci: ClusterInput, log: MetadataLog, first: int, until: int, policy: ReadPolicy) -> None:
+    if policy == "skip":
+        return
+    log_start = _log_start(log.copies)
+    if log_start is not None and first < log_start:
+        snapshots = sorted({s.end_offset for s in log.snapshots})
+        raise DecodeError(f"cluster {ci.cluster_id}: offsets {first}..{min(until, log_start) - 1} were deleted from "
+                          f"{', '.join(ci.paths)} before the stream read them (the log now starts at offset "
+                          f"{log_start}: the job was stopped longer than metadata.max.retention.ms), and no "
+                          "snapshot the log continues from covers them (snapshot end offsets: "
+                          f"{', '.join(map(str, snapshots)) or 'none'}); replay into new tables from a fresh "
+                          "checkpoint, or run with policy 'skip'")
+    raise DecodeError(f"cluster {ci.cluster_id}: offsets {first}..{until - 1} cannot be read from "
+                      f"{', '.join(ci.paths)} (corrupt, or the log was truncated under the stream)")
 
 
 def _read_jsonl(ci: ClusterInput, start: Position, end: Position) -> Iterator[InputRow]:

@@ -5,6 +5,7 @@ Also checks that the operator's per-batch state traffic does not grow with the c
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +14,9 @@ import pytest
 
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import PartitionChangeRecord
-from jbod_model.replay import replay_entries
+from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, PartitionChangeRecord
+from jbod_model.replay import Replayer, replay_entries
+from jbod_model.replicas import replica_view
 from pipelines.codec import entry_to_row
 from pipelines.replay_stream import _MAP_STATES, replay_batch
 from pipelines.synthetic import SyntheticSpec, generate
@@ -120,3 +122,70 @@ def test_state_traffic_of_one_record_does_not_grow_with_the_cluster() -> None:
         return sum(m.calls for m in maps.values())
 
     assert traffic(2) == traffic(50) <= 12
+
+
+def _offline(image: Any) -> dict[tuple[str, int, int], tuple[Any, ...]]:
+    return {(str(r.topic_id), r.partition_id, r.broker_id): (str(r.directory), r.directory_state, r.offline_reason)
+            for r in replica_view(image) if r.offline}
+
+
+def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap() -> None:
+    """The log was truncated past the stream, which stood inside a metadata transaction: the source sends the
+    covering snapshot with ``gap_from``; the operator loads it over the stored image, closes what the snapshot lacks
+    at its offset, drops the open transaction, and writes a ``log_gaps`` row."""
+    entries = generate(SyntheticSpec(seed=10, operations=80))
+    replayer = Replayer()
+    committed = []
+    for e in entries:
+        replayer.replay(e)
+        if not replayer.in_transaction:
+            committed.append(e.offset + 1)
+    # The first run ends at ``cut`` with a transaction begun at ``cut`` and still open (its end is in the gap); the
+    # snapshot stands for a later committed offset at which topics were deleted and offline replicas came back.
+    choices = [(cut, end) for cut in committed[len(committed) // 4:] for end in committed
+               if cut + 2 < end < len(entries) - 3]
+    cut, snap_end = next(
+        (c, e) for c, e in choices
+        if set(replay_entries(entries[:c]).topics.by_id) - set(replay_entries(entries[:e]).topics.by_id)
+        and _offline(replay_entries(entries[:c])).items() - _offline(replay_entries(entries[:e])).items())
+    open_txn = [LogEntry(offset=cut, record=BeginTransactionRecord(name="t"), batch_base_offset=cut),
+                LogEntry(offset=cut + 1, record=NoOpRecord(), batch_base_offset=cut)]
+    before, snapshot_image = replay_entries(entries[:cut]), replay_entries(entries[:snap_end])
+
+    maps = {name: FakeMapState() for name in _MAP_STATES}
+    meta = FakeValueState()
+    current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+    _fold(current, replay_batch("c", _frame([*entries[:cut], *open_txn]), meta, maps))  # type: ignore[arg-type]
+    assert meta.value is not None and meta.value[1] is not None  # the transaction is open
+    records = snapshot_image.to_records()
+    snapshot_rows = [dataclasses.asdict(entry_to_row("c", "snapshot", snap_end - len(records) + i,
+                                                     LogEntry(offset=i, record=r), snapshot_end=snap_end,
+                                                     gap_from=cut + 2)) for i, r in enumerate(records)]
+    batch = pd.concat([pd.DataFrame(snapshot_rows), _frame(entries[snap_end:])], ignore_index=True)
+    rows = replay_batch("c", batch, meta, maps)  # type: ignore[arg-type]
+    _fold(current, rows)
+
+    payloads = [(table, json.loads(p)) for _, _, table, p in rows]
+    [gap] = [p for table, p in payloads if table == "log_gaps"]
+    assert (gap["first_missing_offset"], gap["last_missing_offset"], gap["snapshot_end_offset"]) == \
+        (cut + 2, snap_end - 1, snap_end)
+    assert gap["dropped_records"] == 2 and gap["changed_rows"] > 0
+    dropped = [p for table, p in payloads if table == "records" and p["applied_offset"] is None]
+    assert [p["offset"] for p in dropped] == [cut, cut + 1]
+    # The topics deleted in the gap close at the snapshot's offset (the tail may delete others later) …
+    closed = {p["k"][0] for table, p in payloads if table == "topic" and p["v"] is None and p["o"] == snap_end - 1}
+    assert closed == {str(t) for t in set(before.topics.by_id) - set(snapshot_image.topics.by_id)}
+    # … and so do the offline intervals that ended in it (back online, gone, or offline otherwise).
+    old, new = _offline(before), _offline(snapshot_image)
+    ended = {tuple(p["k"]) for table, p in payloads if table == "offline" and p["o"] == snap_end - 1
+             and tuple(p["k"]) in old}
+    assert ended == {k for k, v in old.items() if new.get(k) != v}
+    want = image_to_json(replay_entries(entries))
+    assert sorted((t[0], r["topic_name"]) for t, r in current["topics"].items()) == \
+        sorted((t["topicId"], t["name"]) for t in want["topics"])
+    replicas = sorted(({"topicId": r["topic_id"], "partitionId": r["partition_id"], "brokerId": r["broker_id"],
+                        "directory": r["directory"], "directoryState": r["directory_state"], "offline": r["offline"],
+                        "offlineReason": r["offline_reason"]} for r in current["replica_assignments"].values()),
+                      key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
+    assert replicas == want["replicas"]
+    assert meta.value[0] == entries[-1].offset and meta.value[1] is None

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from jbod_model.errors import InputError
+from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord
+from jbod_model.replay import replay_entries
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.stream import entry_to_line
 from pipelines.codec import row_to_entry
@@ -134,3 +137,85 @@ def test_end_offsets_stop_the_stream_where_the_run_began(tmp_path: Path) -> None
     append_to_segment(next((node / METADATA_PARTITION_DIR).glob("*.log")), ENTRIES[30:])
     rows = _read_all(planner)
     assert [o for _, o in rows] == list(range(30))
+
+
+def _retention(tmp_path: Path, first_run_until: int, snapshot_at: int | None, log_start: int,
+               ) -> tuple[Path, dict[str, dict[str, int]]]:
+    """A stream that read offsets ``< first_run_until``; then the cluster went on, Kafka wrote a snapshot at
+    ``snapshot_at`` and deleted the segments before ``log_start`` (metadata.max.retention.ms): the log dir as it is
+    when the job comes back, and the stream's position."""
+    node = tmp_path / "n"
+    write_metadata_dir(node, [e for e in ENTRIES if e.offset < first_run_until], cluster_id="c")
+    position: dict[str, dict[str, int]] = {}
+    assert [o for _, o in _read_all(_planner([node]), position)] == list(range(first_run_until))
+    shutil.rmtree(node)
+    write_metadata_dir(node, ENTRIES, cluster_id="c", records_per_segment=10, snapshot_at=snapshot_at)
+    for segment in (node / METADATA_PARTITION_DIR).glob("*.log"):
+        if int(segment.stem) < log_start:
+            segment.unlink()
+    return node, position
+
+
+def _bases(tmp_path: Path) -> list[int]:
+    """The segment base offsets of ENTRIES written 10 records a segment."""
+    probe = write_metadata_dir(tmp_path / "probe", ENTRIES, cluster_id="c", records_per_segment=10)
+    bases = sorted(int(s.stem) for s in (probe / METADATA_PARTITION_DIR).glob("*.log"))
+    assert len(bases) >= 4
+    return bases
+
+
+def test_a_stream_behind_the_log_start_re_bootstraps_from_the_snapshot_that_covers_the_gap(tmp_path: Path) -> None:
+    bases = _bases(tmp_path)
+    node, position = _retention(tmp_path, bases[1], snapshot_at=bases[3], log_start=bases[3])
+    assert sorted(int(s.stem) for s in (node / METADATA_PARTITION_DIR).glob("*.log"))[0] == bases[3]
+    planner = _planner([node], max_entries_per_batch=4)
+    planner.seen(position)  # a restarted query: its checkpoint says where it stands
+    rows = []
+    start = dict(position)
+    while (end := planner.latest()) != start:
+        for ci, s, e in planner.plan(start, end):
+            rows += list(read_range(ci, s, e))
+        start = end
+    assert start == {"c": {"next": len(ENTRIES), "snap": bases[3]}}
+    snapshot = [r for r in rows if r.kind == "snapshot"]
+    assert snapshot and rows[: len(snapshot)] == snapshot
+    # Every snapshot row says which offsets were never read: bases[1] .. the snapshot's end - 1.
+    assert {(r.gap_from, r.snapshot_end) for r in snapshot} == {(bases[1], bases[3])}
+    image = replay_entries([e for r in snapshot if isinstance(e := row_to_entry(dataclasses.asdict(r)), LogEntry)])
+    assert image.same_state(replay_entries([e for e in ENTRIES if e.offset < bases[3]]))
+    assert [r.offset for r in rows if r.kind == "record"] == [e.offset for e in ENTRIES if e.offset >= bases[3]]
+
+
+def test_a_stream_that_starts_from_a_snapshot_has_no_gap(tmp_path: Path) -> None:
+    bases = _bases(tmp_path)
+    node, _ = _retention(tmp_path, bases[1], snapshot_at=bases[3], log_start=bases[3])
+    rows = [r for ci in discover([node])
+            for r in read_range(ci, {"next": -1, "snap": -1}, {"next": len(ENTRIES), "snap": bases[3]})]
+    assert rows[0].kind == "snapshot" and {r.gap_from for r in rows} == {None}
+
+
+@pytest.mark.parametrize("snapshot_at", [None, "below the log start"])
+def test_a_gap_no_snapshot_covers_fails_naming_the_deleted_offsets_or_is_skipped(tmp_path: Path,
+                                                                                 snapshot_at: str | None) -> None:
+    bases = _bases(tmp_path)
+    # A snapshot the log does not continue from (it ends before the log's start) covers nothing.
+    node, position = _retention(tmp_path, bases[1], snapshot_at=None if snapshot_at is None else bases[2],
+                                log_start=bases[3])
+    for policy, cap in (("fail", None), ("skip", 3)):
+        planner = _planner([node], policy=policy, max_entries_per_batch=cap)
+        planner.seen(position)
+        start = dict(position)
+        rows = []
+        with contextlib.ExitStack() as stack:
+            if policy == "fail":
+                stack.enter_context(pytest.raises(DecodeError, match=rf"offsets {bases[1]}\.\.{bases[3] - 1} were "
+                                                  rf"deleted .* log now starts at offset {bases[3]}"))
+            while (end := planner.latest()) != start:
+                for ci, s, e in planner.plan(start, end):
+                    rows += list(read_range(ci, s, e, policy=policy))
+                start = end
+        if policy == "skip":
+            # Skip semantics are kept: the offsets no snapshot covers are skipped, the rest is read once.
+            assert [(r.kind, r.offset) for r in rows] == [("record", e.offset) for e in ENTRIES
+                                                          if e.offset >= bases[3]]
+            assert start["c"]["snap"] == -1

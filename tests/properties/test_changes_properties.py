@@ -7,7 +7,9 @@ store written back after every batch and open transactions carried over:
 * folding every step's row changes into "tables" (features, brokers, topics, partitions, replicas) gives, at every
   step's offset, exactly the image and the replica view of the pure replay up to that offset — what the Spark job's
   history tables promise ("state as of offset N");
-* the broker → partitions index equals the one derived from the stored partitions.
+* the broker → partitions index equals the one derived from the stored partitions;
+* a snapshot loaded over any stored image (a stream re-bootstrapping after the log was truncated past it) leaves
+  exactly the snapshot's image, and its step's changes turn the old rows into the snapshot's.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_replay_properties import SETTINGS, valid_streams
+from test_replay_properties import SETTINGS, Stream, valid_streams
 
-from jbod_model.changes import DictImageStore, Step, replay_incrementally
+from jbod_model.changes import DictImageStore, IncrementalReplayer, Step, replay_incrementally
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
-from jbod_model.replay import Replayer
+from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 
 
@@ -108,3 +110,65 @@ def test_any_batching_gives_the_pure_images_and_replica_views(data: st.DataObjec
     final = pure[entries[-1].offset]
     assert store.image().same_state(final)
     assert store.last_offset() == final.last_offset
+
+
+def _boundaries(stream: Stream) -> list[int]:
+    """Entry counts at the end of each batch: cuts that never fall inside a metadata transaction."""
+    out, n = [], 0
+    for batch in stream.batches:
+        n += len(batch)
+        out.append(n)
+    return out
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_snapshot_loaded_over_any_image_gives_exactly_the_snapshots_image(data: st.DataObject) -> None:
+    """``MetadataDelta.finishSnapshot`` semantics: for any image A (stored, possibly inside an open transaction) and
+    any snapshot S — a later state of the same cluster, as a stream that fell behind the log's start sees it, or
+    another cluster whose ids collide with A's (the generator's counters restart) — loading S over A gives exactly
+    S's image, the step's row changes turn A's rows into S's, and records after the snapshot replay as in a
+    replay that never had a gap."""
+    old = data.draw(valid_streams())
+    old_entries = old.entries()
+    a_cut = data.draw(st.integers(1, len(old_entries)))
+    same_cluster = data.draw(st.booleans())
+    new = old if same_cluster else data.draw(valid_streams())
+    new_entries = new.entries()
+    s_cut = data.draw(st.sampled_from([b for b in _boundaries(new) if not same_cluster or b >= a_cut]))
+    snapshot_image = Replayer().replay_all(new_entries[:s_cut])
+    snapshot = [LogEntry(offset=i, record=r) for i, r in enumerate(snapshot_image.to_records())]
+    end = s_cut if same_cluster else max(a_cut, s_cut) + data.draw(st.integers(0, 3))
+
+    store = DictImageStore()
+    tables = Tables()
+    steps, pending = replay_incrementally(store, old_entries[:a_cut])
+    for step in steps:
+        tables.apply(step)
+    plain = Replayer()
+    for e in old_entries[:a_cut]:
+        plain.replay(e)
+
+    replayer = IncrementalReplayer(store, pending)
+    step = replayer.load_snapshot(snapshot, end)
+    store.apply(replayer.writes())
+    tables.apply(step)
+    fresh = replay_entries(snapshot)
+    tables.assert_equals(fresh)
+    assert store.image().same_state(fresh) and store.last_offset() == end - 1
+    assert step.offset == end - 1 and step.aborted == pending
+    index: dict[int, set[Any]] = {}
+    for (tid, pid), part in store.partitions.items():
+        for b in part.replicas:
+            index.setdefault(b, set()).add((tid, pid))
+    assert index == store.broker_partitions
+    assert plain.load_snapshot(snapshot, end) == pending
+    assert plain.image.same_state(fresh) and plain.image.last_offset == end - 1
+
+    if same_cluster:
+        pure = _pure_images(old_entries)
+        steps, pending = replay_incrementally(store, old_entries[s_cut:])
+        for step in steps:
+            tables.apply(step)
+            tables.assert_equals(pure[step.offset])
+        assert not pending and store.image().same_state(pure[old_entries[-1].offset])

@@ -21,8 +21,9 @@ from jbod_model.records.metadata import (
     RemoveTopicRecord,
     UnregisterBrokerRecord,
 )
-from jbod_model.replay import replay_entries
+from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import OfflineReason
+from jbod_model.uuid import Uuid
 
 
 def entries(records: list[Record], first: int = 0) -> list[LogEntry]:
@@ -193,7 +194,77 @@ class TestSnapshot:
         assert store.image().same_state(replay_entries(entries(records)))
         assert store.last_offset() == 499
 
-    def test_a_snapshot_needs_an_empty_image(self) -> None:
-        store, _ = loaded()
-        with pytest.raises(InputError, match="empty image"):
-            IncrementalReplayer(store).load_snapshot(entries(cluster()), end_offset=10)
+    def test_a_snapshot_older_than_the_image_is_refused(self) -> None:
+        store, n = loaded()
+        with pytest.raises(InputError, match="older than the image"):
+            IncrementalReplayer(store).load_snapshot(entries(cluster()), end_offset=n - 1)
+        with pytest.raises(InputError, match="older than the image"):
+            Replayer(replay_entries(entries(cluster(), 10))).load_snapshot(entries(cluster()), end_offset=5)
+
+
+T3 = Uuid.from_string("TESTTOPIC3AAAAAAAAAAAA")
+#: A snapshot of the cluster of ``loaded()`` later on: broker 1 lost D1B, broker 3 is gone, foo lost partition 1, bar
+#: was deleted and a new "bar" created, a config key went and another came.
+SNAPSHOT = (fl(), rbr(1, D1), rbr(2, D2), topic(), part([1, 2], [D1, D2]), topic("bar", T3),
+            part([1], [D1], tid=T3), ConfigRecord(resource_type=2, resource_name="foo", name="b", value="2"))
+
+
+class TestSnapshotOverAnImage:
+    """``MetadataLoader`` loading a newer snapshot into a non-empty image (``MetadataDelta.finishSnapshot``): a
+    stream that fell behind the log's start re-bootstraps from the snapshot."""
+
+    def loaded(self) -> tuple[DictImageStore, int]:
+        return loaded(ConfigRecord(resource_type=2, resource_name="foo", name="a", value="1"))
+
+    def test_the_image_becomes_the_snapshots_and_the_step_is_the_difference(self) -> None:
+        store, n = self.loaded()
+        before = store.image()
+        replayer = IncrementalReplayer(store)
+        step = replayer.load_snapshot(entries(list(SNAPSHOT)), end_offset=n + 50)
+        store.apply(replayer.writes())
+        fresh = replay_entries(entries(list(SNAPSHOT)))
+        assert store.image().same_state(fresh) and store.last_offset() == n + 49
+        assert step.offset == n + 49 and step.snapshot and step.aborted == ()
+        assert [(b.key, b.old is not None, b.new is not None) for b in step.brokers] == [(1, True, True),
+                                                                                          (3, True, False)]
+        assert step.brokers[0].new is not None and step.brokers[0].new.directories == (D1,)
+        assert {(t.key, t.old, t.new) for t in step.topics} == {(T2, "bar", None), (T3, None, "bar")}
+        # foo-0 is the same in both: no row. foo-1 and bar (T2) went, the new bar came.
+        assert {(p.topic_id, p.partition_id, p.old is None, p.new is None) for p in step.partitions} == \
+            {(T1, 1, False, True), (T2, 0, False, True), (T3, 0, True, False)}
+        assert {(r.key, r.new is None) for r in step.replicas} == \
+            {((T1, 1, 2), True), ((T1, 1, 3), True), ((T2, 0, 3), True), ((T3, 0, 1), False)}
+        assert store.broker_partitions == {1: {(T1, 0), (T3, 0)}, 2: {(T1, 0)}}
+        # The plain replay agrees, from the same old image.
+        replayer_image = Replayer(before)
+        replayer_image.load_snapshot(entries(list(SNAPSHOT)), end_offset=n + 50)
+        assert replayer_image.image.same_state(fresh) and replayer_image.image.last_offset == n + 49
+
+    def test_records_the_old_image_would_refuse_are_checked_against_the_snapshot_only(self) -> None:
+        """The snapshot re-creates topic id T2 under another name and gives D3 (broker 3's) to broker 2: replayed
+        onto the old image those records are faults; a snapshot replaces the image whole."""
+        store, n = self.loaded()
+        snapshot = [fl(), rbr(2, D2, D3), topic("renamed", T2), part([2], [D3], tid=T2), topic("foo", T3)]
+        with pytest.raises(ReplayFault):
+            replay_entries(entries(snapshot), store.image())
+        replayer = IncrementalReplayer(store)
+        step = replayer.load_snapshot(entries(snapshot), end_offset=n + 1)
+        store.apply(replayer.writes())
+        assert store.image().same_state(replay_entries(entries(snapshot)))
+        assert {(t.key, t.old, t.new) for t in step.topics} == {(T1, "foo", None), (T2, "bar", "renamed"),
+                                                                (T3, None, "foo")}
+        assert store.topic_names == {"renamed": T2, "foo": T3}
+
+    def test_an_open_transaction_is_dropped(self) -> None:
+        store, n = self.loaded()
+        pending = entries([BeginTransactionRecord(name="t"), RemoveTopicRecord(topic_id=T1)], n)
+        replayer = IncrementalReplayer(store, pending)
+        step = replayer.load_snapshot(entries(list(SNAPSHOT)), end_offset=n + 50)
+        assert step.aborted == tuple(pending) and replayer.pending_transaction() == ()
+        plain = Replayer(store.image())
+        for e in pending:
+            plain.replay(e)
+        assert plain.load_snapshot(entries(list(SNAPSHOT)), end_offset=n + 50) == tuple(pending)
+        assert not plain.in_transaction and plain.image.same_state(replay_entries(entries(list(SNAPSHOT))))
+        # Records after the snapshot replay on its state.
+        assert replayer.replay(entries([RemoveTopicRecord(topic_id=T3)], n + 50)[0]) is not None
