@@ -72,6 +72,22 @@ class QualitySettings(_Strict):
     sample_rows: int = Field(default=20, ge=1, le=1000)
 
 
+#: Delta's default ``delta.deletedFileRetentionDuration`` (7 days): vacuum keeps removed files at least this long.
+DELTA_DEFAULT_RETENTION_HOURS = 168
+
+
+class MaintenanceSettings(_Strict):
+    """Table maintenance (``jbod maintain``, docs/jobs.md): compact small files, vacuum removed files older than
+    ``retention_hours``, checkpoint the Delta log and drop its expired entries. A retention below
+    :data:`DELTA_DEFAULT_RETENTION_HOURS` is refused at run time unless forced (a reader or the streaming job's MERGE
+    may still need the files), so it is not rejected here: ``--force`` must be able to use it."""
+
+    retention_hours: int = Field(default=DELTA_DEFAULT_RETENTION_HOURS, ge=0)
+    optimize: bool = True
+    #: Compaction's target file size in bytes (delta-rs's default, 100 MB).
+    target_file_size: int = Field(default=104_857_600, ge=1_048_576)
+
+
 class JobConfig(_Strict):
     """Everything a job needs, after resolution."""
 
@@ -84,6 +100,7 @@ class JobConfig(_Strict):
     cluster_id: str | None = None
     spark: SparkSettings = Field(default_factory=SparkSettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -100,6 +117,8 @@ ENV_KEYS: Mapping[str, str] = {
     "JBOD_MAX_ENTRIES_PER_BATCH": "max_entries_per_batch",
     "JBOD_CLUSTER_ID": "cluster_id",
     "JBOD_SPARK_MASTER": "spark.master",
+    "JBOD_MAINTENANCE_RETENTION_HOURS": "maintenance.retention_hours",
+    "JBOD_MAINTENANCE_OPTIMIZE": "maintenance.optimize",
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jbod_model.errors import InputError
-from pipelines.config import CONF_DIR, DeltaWriter, Trigger, resolve_config
+from pipelines.config import CONF_DIR, DELTA_DEFAULT_RETENTION_HOURS, DeltaWriter, Trigger, resolve_config
 
 
 @pytest.mark.parametrize("profile", sorted(p.stem for p in CONF_DIR.glob("*.yaml")))
@@ -59,3 +59,21 @@ def test_invalid_profiles_name_the_key(tmp_path: Path, text: str, message: str) 
 def test_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(InputError, match="local"):
         resolve_config("prod", env={})
+
+
+def test_maintenance_settings_resolve_with_the_same_precedence(tmp_path: Path) -> None:
+    for profile in ("local", "standalone", "cluster"):
+        assert resolve_config(profile, env={}).maintenance.retention_hours == DELTA_DEFAULT_RETENTION_HOURS
+    path = tmp_path / "m.yaml"
+    path.write_text("maintenance:\n  retention_hours: 240\n  optimize: false\n  target_file_size: 33554432\n")
+    cfg = resolve_config(path, env={})
+    assert (cfg.maintenance.retention_hours, cfg.maintenance.optimize) == (240, False)
+    assert cfg.maintenance.target_file_size == 32 * 1024 * 1024
+    env = {"JBOD_MAINTENANCE_RETENTION_HOURS": "336", "JBOD_MAINTENANCE_OPTIMIZE": "true"}
+    cfg = resolve_config(path, env=env)
+    assert (cfg.maintenance.retention_hours, cfg.maintenance.optimize) == (336, True)
+    cfg = resolve_config(path, cli={"maintenance.retention_hours": 500, "maintenance.optimize": None}, env=env)
+    assert (cfg.maintenance.retention_hours, cfg.maintenance.optimize) == (500, True)
+    path.write_text("maintenance:\n  target_file_size: 10\n")
+    with pytest.raises(InputError, match=r"maintenance\.target_file_size"):
+        resolve_config(path, env={})

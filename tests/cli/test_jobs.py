@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -9,10 +11,11 @@ from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
 from pipelines.cli import EXIT_INPUT, app
-from pipelines.jobs import JOBS_FILE, load_jobs, run_order
+from pipelines.jobs import JOBS_FILE, JobsFile, expand_args, load_jobs, run_order, variables
 
 runner = CliRunner(env={"COLUMNS": "200"})
-DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "pipelines" / "examples" / "demo-disk-failure.jsonl"
 
 
 def jobs_file(tmp_path: Path, body: str) -> Path:
@@ -97,3 +100,124 @@ jobs:
 def test_unknown_job_name() -> None:
     with pytest.raises(InputError, match="Unknown job"):
         run_order(load_jobs(JOBS_FILE), "no-such-job")
+
+
+# --- environment variables in arguments ----------------------------------------------------------------------
+
+VARS = f"""
+version: 1
+jobs:
+  replay:
+    command: image
+    args: ["${{DEMO_DIR:-{DEMO.parent}}}/demo-disk-failure.jsonl", "--json"]
+  needs-home:
+    command: image
+    args: ["${{JOBS_TEST_HOME}}/demo-disk-failure.jsonl"]
+  priced:
+    command: image
+    args: ["--policy", "$${{not a variable}}"]
+  later:
+    command: image
+    args: ["{DEMO}"]
+    depends_on: [needs-home]
+"""
+
+
+def test_variables_expand_at_run_time(tmp_path: Path) -> None:
+    spec = load_jobs(jobs_file(tmp_path, VARS))
+    assert expand_args(spec, "replay", env={}) == [f"{DEMO}", "--json"]
+    assert expand_args(spec, "replay", env={"DEMO_DIR": "/d"}) == ["/d/demo-disk-failure.jsonl", "--json"]
+    assert expand_args(spec, "replay", env={"DEMO_DIR": ""}) == [f"{DEMO}", "--json"]  # empty takes the default
+    assert expand_args(spec, "needs-home", env={"JOBS_TEST_HOME": "/h"}) == ["/h/demo-disk-failure.jsonl"]
+    assert expand_args(spec, "priced", env={}) == ["--policy", "${not a variable}"]
+    with pytest.raises(InputError, match=r"job 'needs-home', argument 1 .*JOBS_TEST_HOME is not set and "
+                                         r"\$\{JOBS_TEST_HOME\} has no default"):
+        expand_args(spec, "needs-home", env={})
+    assert variables(spec) == {"DEMO_DIR": str(DEMO.parent), "JOBS_TEST_HOME": None}
+    mixed = JobsFile.model_validate({"jobs": {"a": {"command": "image", "args": ["${X:-d}", "${Y}"]},
+                                              "b": {"command": "image", "args": ["${X}", "${Y:-e}", "${Z:-f}"]}}})
+    assert variables(mixed) == {"X": None, "Y": None, "Z": "f"}  # required as soon as one job has no default
+
+
+def test_a_job_runs_with_the_environment_of_the_moment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = jobs_file(tmp_path, VARS)
+    monkeypatch.delenv("JOBS_TEST_HOME", raising=False)
+    missing = runner.invoke(app, ["jobs", "run", "later", "--file", str(path)])
+    # The chain stops before its first step: the variable of the first step is missing.
+    assert missing.exit_code == EXIT_INPUT and "JOBS_TEST_HOME is not set" in missing.stderr
+    assert "job needs-home" not in missing.stderr
+    monkeypatch.setenv("JOBS_TEST_HOME", str(DEMO.parent))
+    ran = runner.invoke(app, ["jobs", "run", "later", "--file", str(path)])
+    assert ran.exit_code == 0, ran.output
+    assert f"jbod image {DEMO}" in ran.stderr  # the expanded command line is what ran
+
+
+@pytest.mark.parametrize(("arg", "message"), [
+    ("$HOME/x", "braces are required"),
+    ("${HOME", "malformed variable"),
+    ("${1X}", "malformed variable"),
+    ("${X:default}", "malformed variable"),
+])
+def test_malformed_variables_fail_validation(tmp_path: Path, arg: str, message: str) -> None:
+    path = jobs_file(tmp_path, f"version: 1\njobs:\n  a: {{command: image, args: ['{arg}']}}\n")
+    result = runner.invoke(app, ["jobs", "validate", "--file", str(path)])
+    assert result.exit_code == EXIT_INPUT and "jobs.a.args" in result.stderr and message in result.stderr
+
+
+def test_crontab_lists_the_variables_and_can_carry_their_values(tmp_path: Path) -> None:
+    path = jobs_file(tmp_path, VARS.replace("    command: image\n    args: [\"${JOBS",
+                                            "    command: image\n    schedule: '0 3 * * *'\n    args: [\"${JOBS"))
+    plain = runner.invoke(app, ["jobs", "crontab", "--file", str(path)]).stdout.splitlines()
+    assert "# ${JOBS_TEST_HOME}: must be set (no default)" in plain
+    assert any(line.startswith("0 3 * * * cd ") and "jobs run needs-home" in line for line in plain)
+    carried = CliRunner(env={"COLUMNS": "200", "JOBS_TEST_HOME": "/srv/jbod"}).invoke(
+        app, ["jobs", "crontab", "--file", str(path), "--with-env"]).stdout.splitlines()
+    assert "JOBS_TEST_HOME=/srv/jbod" in carried
+    assert carried.index("JOBS_TEST_HOME=/srv/jbod") < next(i for i, x in enumerate(carried) if "needs-home" in x)
+
+
+# --- the shipped jobs file -----------------------------------------------------------------------------------
+
+
+def test_the_shipped_file_declares_the_operator_jobs() -> None:
+    spec = load_jobs(JOBS_FILE)
+    assert {"ingest", "inventory", "quality", "report", "maintain"} <= set(spec.jobs)
+    for name in ("quality", "inventory", "maintain"):
+        assert run_order(spec, name) == ["ingest", name]
+        assert spec.jobs[name].schedule is not None
+    # The report names disks by path: the inventory is loaded before it.
+    assert run_order(spec, "report") == ["ingest", "inventory", "report"]
+    assert spec.jobs["inventory"].command == "dirs" and "--tables" in spec.jobs["inventory"].args
+    assert spec.jobs["ingest"].command == "run" and spec.jobs["maintain"].command == "maintain"
+    assert expand_args(spec, "ingest", env={"JBOD_HOME": "/srv/j"}) == [
+        "--input", "/srv/j/metadata", "--tables", "/srv/j/lakehouse"]
+    assert expand_args(spec, "ingest", env={})[1] == "/var/lib/kraft-jbod/metadata"
+
+
+def test_the_demo_jobs_run_from_a_fresh_clone_without_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in [v for v in os.environ if v.startswith("JBOD_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.chdir(REPO)
+    result = runner.invoke(app, ["jobs", "run", "disk-risk"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.index("job demo-image") < result.stderr.index("job disk-risk")
+    assert "lose their leader" in result.stdout or "losesLeader" in result.stdout
+
+
+def test_spark_submit_prints_a_command_line_for_the_jobs_profile(tmp_path: Path) -> None:
+    path = jobs_file(tmp_path, f"""
+version: 1
+jobs:
+  ingest: {{command: run, args: ["--input", "{DEMO}"], profile: standalone}}
+""")
+    result = runner.invoke(app, ["jobs", "spark-submit", "ingest", "--file", str(path)])
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert argv[0].endswith("spark-submit")
+    assert argv[argv.index("--master") + 1] == "spark://127.0.0.1:7077"
+    assert argv[argv.index("--driver-memory") + 1] == "3g"
+    script = Path(argv[argv.index("--file") - 4])
+    assert script == REPO / "pipelines" / "submit.py" and script.is_file()
+    assert argv[-5:] == ["jobs", "run", "ingest", "--file", str(path.resolve())]
+    unknown = runner.invoke(app, ["jobs", "spark-submit", "nope", "--file", str(path)])
+    assert unknown.exit_code == EXIT_INPUT and "Unknown job" in unknown.stderr
