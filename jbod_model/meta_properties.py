@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Final
 
 from jbod_model.directory_id import is_reserved
@@ -559,6 +559,9 @@ class DirInventoryRow:
     directory_id: Uuid | None
     cluster_id: str | None
     version: int
+    #: Where the ``meta.properties`` was read when that is not ``path``: a copy of the broker's filesystem
+    #: (``inventory(..., as_root=True)``). None when ``path`` is where it was read.
+    read_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,17 +582,44 @@ class DirInventory:
         return all(f.severity is not Severity.ERROR for f in self.all_findings)
 
 
-def _find_log_dirs(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[str], list[Finding]]:
+def path_on_node(log_dir: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
+    """The path a log directory has on its broker, read from a copy of that broker's filesystem: ``log_dir``
+    relative to ``root`` (the copy's top, e.g. what ``rsync broker-3:/ /collected/b3`` wrote), made absolute.
+    ``/collected/b3/mnt/d2`` under ``/collected/b3`` is ``/mnt/d2``; the root itself is ``/``.
+
+    Paths are compared as written (no symlinks followed, no file system access), so give both the same way.
+    Raises :class:`InputError` when ``log_dir`` is not under ``root``.
+    """
+    here, top = PurePath(os.path.normpath(os.fspath(log_dir))), PurePath(os.path.normpath(os.fspath(root)))
+    try:
+        rel = here.relative_to(top)
+    except ValueError:
+        raise InputError(f"{os.fspath(log_dir)} is not under {os.fspath(root)}") from None
+    # The broker's paths are POSIX (Kafka's log.dirs on Linux), whatever separator this machine uses.
+    return str(PurePosixPath("/", *rel.parts))
+
+
+def _find_log_dirs(paths: Iterable[str | os.PathLike[str]], *, as_root: bool = False,
+                   ) -> tuple[list[str], list[Finding], dict[str, str]]:
     """Resolve inputs to log directories: a file names its directory, a directory holding ``meta.properties``
-    is one, any other directory is searched recursively (without descending into log directories found)."""
+    is one, any other directory is searched recursively (without descending into log directories found).
+
+    With ``as_root`` every input is a copy of one broker's filesystem root: it must be a directory, and the
+    third value maps each log directory found to its path on the broker (:func:`path_on_node`; the first
+    input that holds it wins)."""
     found: list[str] = []
     problems: list[Finding] = []
+    on_node: dict[str, str] = {}
     for raw in paths:
         path = Path(raw)
+        if as_root and not path.is_dir():
+            what = "does not exist" if not path.exists() else "is not a directory (a broker's root copy is one)"
+            problems.append(Finding(Severity.ERROR, os.fspath(path), f"{os.fspath(path)} {what}"))
+            continue
         if path.is_file():
-            found.append(os.fspath(path.parent))
+            here = [os.fspath(path.parent)]
         elif (path / META_PROPERTIES_NAME).is_file():
-            found.append(os.fspath(path))
+            here = [os.fspath(path)]
         elif path.is_dir():
             nested: list[str] = []
             for root, dirs, files in os.walk(path):
@@ -599,10 +629,15 @@ def _find_log_dirs(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[str], 
                 else:
                     dirs.sort()
             # No meta.properties anywhere below: take the directory itself as an unformatted log directory.
-            found += nested or [os.fspath(path)]
+            here = nested or [os.fspath(path)]
         else:
             problems.append(Finding(Severity.ERROR, os.fspath(path), f"{os.fspath(path)} does not exist"))
-    return sorted(set(found)), problems
+            continue
+        found += here
+        if as_root:
+            for log_dir in here:
+                on_node.setdefault(log_dir, path_on_node(log_dir, path))
+    return sorted(set(found)), problems, on_node
 
 
 def _guess_node_id(log_dir: str) -> int | None:
@@ -623,7 +658,7 @@ def _node_key(node_id: int | None) -> tuple[int, int]:
     return (1, 0) if node_id is None else (0, node_id)
 
 
-def inventory(paths: Iterable[str | os.PathLike[str]]) -> DirInventory:
+def inventory(paths: Iterable[str | os.PathLike[str]], *, as_root: bool = False) -> DirInventory:
     """Inventory of log directories for any number of nodes: rows for every valid ``meta.properties`` and, per
     node id, the findings of :func:`verify_log_dirs` over that node's directories. A directory id seen on two
     different nodes is an error on both (``MetaPropertiesEnsemble.verify`` only catches it within one node).
@@ -631,8 +666,13 @@ def inventory(paths: Iterable[str | os.PathLike[str]]) -> DirInventory:
     ``paths`` may name ``meta.properties`` files, log directories, or parent folders searched recursively.
     Pass one cluster at a time: grouping is by node id alone, so node 1 of two clusters reads as one node
     whose directories disagree on ``cluster.id`` (which is what Kafka would report for such a broker).
+
+    With ``as_root`` each path is a copy of one broker's filesystem root (collected with rsync, say): rows and
+    findings name every directory by its path on the broker (:func:`path_on_node`, ``/mnt/d2``), and
+    :attr:`DirInventoryRow.read_from` keeps where its file was read. Findings' messages still quote the files
+    read.
     """
-    log_dirs, findings_unknown = _find_log_dirs(paths)
+    log_dirs, findings_unknown, on_node = _find_log_dirs(paths, as_root=as_root)
     by_node: dict[int | None, list[LoadedLogDir]] = {}
     for d in (load_log_dir(p) for p in log_dirs):
         node = d.properties.node_id if d.properties is not None else (
@@ -663,6 +703,10 @@ def inventory(paths: Iterable[str | os.PathLike[str]]) -> DirInventory:
                 findings.setdefault(node, []).append(Finding(
                     Severity.ERROR, p, f"Directory ID {directory_id} is used by more than one node: {where}"))
 
+    if on_node:
+        rows = [replace(r, path=on_node.get(r.path, r.path), read_from=r.path) for r in rows]
+        findings = {node: [replace(f, path=on_node.get(f.path, f.path)) if f.path is not None else f
+                           for f in group] for node, group in findings.items()}
     rows.sort(key=lambda r: (_node_key(r.node_id), r.path))
     grouped = {node: tuple(findings[node]) for node in sorted(findings, key=_node_key) if findings[node]}
     return DirInventory(rows=tuple(rows), findings=grouped)

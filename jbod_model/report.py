@@ -106,9 +106,10 @@ class DirLocation:
 class DirectoryPaths:
     """Directory id → location: the join between the metadata's Uuids and the operators' paths.
 
-    Build it from ``jbod dirs`` rows (:meth:`from_inventory`) or, later, from the ``dir_inventory`` table. An id
-    found at two locations (a copied disk image, a mislabelled backup) keeps the first by (node, path) and is listed
-    in ``conflicts``; the inventory's own findings already flag it as an error.
+    Build it from ``jbod dirs`` rows (:meth:`from_inventory`), or from the ``dir_inventory`` table, whose rows are
+    the same (``pipelines.tables.directory_paths``). An id found at two locations (a copied disk image, a
+    mislabelled backup) keeps the first by (node, path) and is listed in ``conflicts``; the inventory's own findings
+    already flag it as an error.
     """
 
     locations: Mapping[Uuid, DirLocation] = field(default_factory=lambda: MappingProxyType({}))
@@ -130,6 +131,20 @@ class DirectoryPaths:
 
     def __len__(self) -> int:
         return len(self.locations)
+
+    def overlay(self, preferred: DirectoryPaths) -> DirectoryPaths:
+        """These locations with ``preferred``'s on top: an id that ``preferred`` places wins there (what an
+        operator passes on the command line is fresher than a table loaded earlier); the rest stay."""
+        locations = {**self.locations, **preferred.locations}
+        conflicts = (*preferred.conflicts, *((d, locs) for d, locs in self.conflicts if d not in preferred.locations))
+        return DirectoryPaths(locations=MappingProxyType(locations), conflicts=conflicts)
+
+    def directories_at(self, path: str, node_id: int | None = None) -> tuple[Uuid, ...]:
+        """The directory ids mounted at ``path`` (on ``node_id`` when given), in (node, id) order: a path names
+        one disk only together with its node, since every broker of a cluster usually has ``/mnt/d1``."""
+        found = [(loc.node_id, d) for d, loc in self.locations.items()
+                 if loc.path == path and (node_id is None or loc.node_id == node_id)]
+        return tuple(d for _node, d in sorted(found, key=lambda f: (f[0] is None, f[0] or 0, str(f[1]))))
 
 
 def format_directory(directory: Uuid, paths: DirectoryPaths | None = None, broker_id: int | None = None) -> str:

@@ -19,11 +19,14 @@ from rich.table import Table
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
+from jbod_model.image import EMPTY_IMAGE
 from jbod_model.image_json import image_to_json
-from jbod_model.meta_properties import inventory
+from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.meta_properties import read_file as read_meta_properties
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_to_json
+from jbod_model.replay import replay_entries
+from jbod_model.report import DirectoryPaths, format_directory
 from jbod_model.sources import InputKind, LoadedInput, detect_kind, open_inputs
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.storage.log_reader import ReadPolicy, read_entries
@@ -31,10 +34,13 @@ from jbod_model.stream import StreamEntry, StreamRunner, entry_to_json
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import what_if_directories_fail
 from pipelines.cli_check import register as _register_check
+from pipelines.cli_maintain import register as _register_maintain
+from pipelines.cli_notebook import register as _register_notebook
+from pipelines.cli_report import check_source, directory_paths_for, load_paths, resolve_as_of
 from pipelines.cli_report import register as _register_report
 from pipelines.cli_simulate import register as _register_simulate
 from pipelines.config import resolve_config
-from pipelines.jobs import JOBS_FILE, JobsFile, crontab_lines, describe, load_jobs, run_job
+from pipelines.jobs import JOBS_FILE, JobsFile, crontab_lines, describe, load_jobs, run_job, variables
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
                   help="Replay KRaft metadata with JBOD log directories (KIP-858): where every replica lives, "
@@ -54,6 +60,9 @@ InputsArg = Annotated[list[Path], typer.Argument(
 PolicyOpt = Annotated[str, typer.Option("--policy", help="On undecodable input: 'fail', or 'skip' it and report "
                                                          "what was skipped (every good record is kept).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
+AsOfOpt = Annotated[str | None, typer.Option(
+    "--as-of", help="With --tables: as of a time (ISO 8601, UTC unless it says otherwise): the last offset whose "
+                    "batch was appended by then.", metavar="TIME", show_default=False)]
 
 
 def _policy(value: str) -> ReadPolicy:
@@ -159,6 +168,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
           as_of_offset: Annotated[int | None, typer.Option(
               "--as-of-offset", help="With --tables: the state as of offset N (records with offset <= N); default: "
                                      "the latest.")] = None,
+          as_of: AsOfOpt = None,
           as_json: JsonOpt = False, policy: PolicyOpt = "fail") -> None:
     """Replay INPUT (or read the Delta tables) and print the metadata image: brokers, online dirs, offline replicas.
 
@@ -166,18 +176,17 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
     the tables. Requests in a JSONL input are run through the reference controller.
     """
     with _fail():
+        check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
+                                                  "--as-of": as_of},
+                     input_only={"--until-offset": until_offset, "--full-log": full_log,
+                                 "--policy": None if policy == "fail" else policy})
         if tables is not None:
-            if inputs:
-                raise InputError("give INPUT or --tables, not both")
-            from pipelines.tables import as_of_image  # noqa: PLC0415 - loads pyarrow/deltalake only when asked
+            from pipelines.tables import as_of_image, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake when asked
 
-            doc = as_of_image(tables, cluster, as_of_offset)
+            cid = resolve_cluster(tables, cluster)
+            doc = as_of_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
         else:
-            if not inputs:
-                raise InputError("give INPUT (a metadata dir, segment, snapshot, dump text or JSONL) or --tables DIR")
-            if cluster is not None or as_of_offset is not None:
-                raise InputError("--cluster and --as-of-offset go with --tables (use --until-offset with INPUT)")
-            loaded = open_inputs(inputs, policy=_policy(policy), until_offset=until_offset,
+            loaded = open_inputs(inputs or [], policy=_policy(policy), until_offset=until_offset,
                                  from_snapshot=not full_log)
             runner = _runner(loaded)
             for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
@@ -244,16 +253,30 @@ def inspect(path: Annotated[Path, typer.Argument(help="A segment, snapshot, boot
 @app.command()
 def dirs(paths: Annotated[list[Path], typer.Argument(
              help="meta.properties files, log dirs holding one, or folders to search.", show_default=False)],
+         as_root: Annotated[bool, typer.Option(
+             "--as-root", help="Each PATH is a copy of one broker's filesystem root (e.g. collected with rsync): "
+                               "record each disk by its path on the broker (/collected/b3/mnt/d2 under "
+                               "/collected/b3 is /mnt/d2).")] = False,
+         tables: Annotated[Path | None, typer.Option(
+             "--tables", help="Also load the inventory into the dir_inventory Delta table under DIR (replacing "
+                              "the rows of the nodes it covers), where report, whatif and run read paths.",
+             show_default=False)] = None,
+         cluster_id: Annotated[str | None, typer.Option(
+             "--cluster-id", help="With --tables: the cluster of directories whose meta.properties has no "
+                                  "cluster.id (version 0).", show_default=False)] = None,
          as_json: JsonOpt = False) -> None:
     """The directory inventory from meta.properties (node, path, directory id, cluster) and its validation, as
     Kafka validates a node's log dirs at startup. Exits 1 when a finding is an error."""
     with _fail():
-        inv = inventory(paths)
+        if cluster_id is not None and tables is None:
+            raise InputError("--cluster-id goes with --tables (it names the cluster of the rows loaded)")
+        inv = inventory(paths, as_root=as_root)
         findings = inv.all_findings
         if as_json:
             print(dumps({
                 "directories": [{"nodeId": r.node_id, "path": r.path, "directoryId": str(r.directory_id)
-                                 if r.directory_id else None, "clusterId": r.cluster_id, "version": int(r.version)}
+                                 if r.directory_id else None, "clusterId": r.cluster_id, "version": int(r.version),
+                                 "readFrom": r.read_from}
                                 for r in inv.rows],
                 "findings": [{"severity": str(f.severity), "path": f.path, "message": f.message}
                              for f in findings]}))
@@ -266,40 +289,115 @@ def dirs(paths: Annotated[list[Path], typer.Argument(
             for f in findings:
                 colour = "red" if str(f.severity) == "error" else "yellow"
                 _console().print(f"[{colour}]{f.severity}[/] {f.path}: {f.message}", highlight=False)
+        if tables is not None:
+            _load_inventory(tables, inv, cluster_id)
         if any(str(f.severity) == "error" for f in findings):
             raise typer.Exit(1)
 
 
-def _directory_id(value: str) -> Uuid:
-    """A directory given as its Uuid, or as a log dir path (or its meta.properties) whose directory.id is read."""
+def _load_inventory(tables: Path, inv: DirInventory, cluster_id: str | None) -> None:
+    """Load ``inv`` into ``dir_inventory`` and say so on stderr (stdout may be JSON)."""
+    from pipelines.tables import DIR_INVENTORY, load_dir_inventory  # noqa: PLC0415 - pyarrow/deltalake
+
+    if not inv.rows:
+        raise InputError("no meta.properties found: nothing to load into the dir_inventory table")
+    loaded = load_dir_inventory(tables, inv, cluster_id=cluster_id)
+    for cid, n in loaded.items():
+        _console(stderr=True).print(f"Loaded {n} directories of cluster {cid} into {tables / DIR_INVENTORY}.",
+                                    highlight=False)
+
+
+def _directory_id(value: str, paths: DirectoryPaths | None = None) -> Uuid:
+    """A directory given as its Uuid, as a log dir path (or its meta.properties) here whose directory.id is read,
+    or as a path the inventory knows (``/mnt/d2``, or ``3:/mnt/d2`` for broker 3's when several have one)."""
     path = Path(value)
     if path.exists():
         meta = read_meta_properties(path / "meta.properties" if path.is_dir() else path)
         if meta.directory_id is None:
             raise InputError(f"{path} has no directory.id in its meta.properties")
         return meta.directory_id
-    return Uuid.from_string(value)
+    if paths is not None:
+        node, colon, rest = value.partition(":")
+        node_id, on_node = (int(node), rest) if colon and node.isdigit() else (None, value)
+        found = paths.directories_at(on_node, node_id)
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            where = ", ".join(f"{loc.node_id}:{on_node}" for d in found if (loc := paths.get(d)) is not None)
+            raise InputError(f"{value} is a disk of several brokers: name one as NODE:PATH ({where})")
+    try:
+        return Uuid.from_string(value)
+    except InputError:
+        raise InputError(f"--fail-dir {value}: not a directory id, nor a log dir here"
+                         + (", nor a path of the inventory" if paths is not None else
+                            " (paths of brokers' disks need --dirs or a dir_inventory table)")) from None
 
 
 @app.command()
-def whatif(inputs: InputsArg,
-           fail_dir: Annotated[list[str], typer.Option(
-               "--fail-dir", help="A directory to fail: its Uuid, or a log dir path / meta.properties holding its "
-                                  "directory.id. Repeat for several.", show_default=False)],
+def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
+               help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
+                    "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL. Not with "
+                    "--tables.", show_default=False)] = None,
+           fail_dir: Annotated[list[str] | None, typer.Option(
+               "--fail-dir", help="A directory to fail: its Uuid, a log dir path / meta.properties here holding its "
+                                  "directory.id, or a disk's path on its broker as the inventory (--dirs, "
+                                  "dir_inventory) names it, NODE:PATH when several brokers have it. Repeat for "
+                                  "several.", show_default=False)] = None,
            until_offset: Annotated[int | None, typer.Option(
                "--until-offset", help="Ask the question of the image before offset N.")] = None,
+           tables: Annotated[Path | None, typer.Option(
+               "--tables", help="Read the log from the Spark job's Delta tables instead of INPUT (disks are named "
+                                "from its dir_inventory table).", show_default=False)] = None,
+           cluster: Annotated[str | None, typer.Option(
+               "--cluster", help="With --tables: the cluster (optional when the tables hold one).",
+               show_default=False)] = None,
+           as_of_offset: Annotated[int | None, typer.Option(
+               "--as-of-offset", help="With --tables: ask the question of the state as of offset N (records with "
+                                      "offset <= N); default: the latest.", show_default=False)] = None,
+           as_of: AsOfOpt = None,
+           dirs: Annotated[list[Path] | None, typer.Option(
+               "--dirs", help="meta.properties files or folders holding them, to name disks by path (with "
+                              "--tables they win over dir_inventory).", show_default=False)] = None,
+           as_root: Annotated[bool, typer.Option(
+               "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root.")] = False,
            as_json: JsonOpt = False) -> None:
     """What if these disks failed now? Runs the reference controller's directory-failure handling on the image of
-    INPUT and lists the partitions that lose a replica, lose their leader, go under min ISR or go offline."""
+    INPUT (or of the Delta tables) and lists the partitions that lose a replica, lose their leader, go under min
+    ISR or go offline."""
     with _fail():
-        loaded = open_inputs(inputs, until_offset=until_offset)
-        runner = _runner(loaded)
-        for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
-            pass
-        result = what_if_directories_fail(runner.image, [_directory_id(v) for v in fail_dir])
+        check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
+                                                  "--as-of": as_of},
+                     input_only={"--until-offset": until_offset})
+        if not fail_dir:
+            raise InputError("name the disks to fail with --fail-dir (repeat for several)")
+        explicit, _inv = load_paths(dirs, as_root=as_root)
+        if tables is not None:
+            from pipelines.tables import log_entries, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+
+            cid = resolve_cluster(tables, cluster)
+            base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
+            image = replay_entries(entries, base if base is not None else EMPTY_IMAGE)
+            paths = directory_paths_for(tables, cid, explicit)
+        else:
+            loaded = open_inputs(inputs or [], until_offset=until_offset)
+            runner = _runner(loaded)
+            for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
+                pass
+            image, paths = runner.image, explicit
+        result = what_if_directories_fail(image, [_directory_id(v, paths) for v in fail_dir])
+
+        def disk(broker: int, directory: Uuid) -> str:
+            # format_directory names a disk the inventory knows ("broker 2 /mnt/d1 (Y8UXxSTr…)"), else gives the id.
+            known = paths is not None and paths.get(directory) is not None
+            return format_directory(directory, paths, broker) if known else f"broker {broker} {directory}"
+
+        def path_of(directory: Uuid) -> str | None:
+            loc = paths.get(directory) if paths is not None else None
+            return None if loc is None else loc.path
+
         if as_json:
             print(dumps({
-                "failed": [{"brokerId": b, "directory": str(d)} for b, d in result.failed],
+                "failed": [{"brokerId": b, "directory": str(d), "path": path_of(d)} for b, d in result.failed],
                 "records": [record_to_json(r) for r in result.records],
                 "partitions": [{"topicId": str(i.topic_id), "topicName": i.topic_name, "partitionId": i.partition_id,
                                 "brokerId": i.broker_id, "directory": str(i.directory),
@@ -309,7 +407,7 @@ def whatif(inputs: InputsArg,
                                 "offlineAfter": i.offline_after, "underMinIsrAfter": i.under_min_isr_after}
                                for i in result.impacts]}))
             return
-        failed = ", ".join(f"broker {b} {d}" for b, d in result.failed)
+        failed = ", ".join(disk(b, d) for b, d in result.failed)
         _console().print(f"If {failed} failed now: {len(result.impacts)} replicas lose their disk, "
                          f"{len(result.lose_leader)} partitions lose their leader, {len(result.go_offline)} go "
                          f"offline, {len(result.go_under_min_isr)} go under min ISR "
@@ -325,7 +423,8 @@ def whatif(inputs: InputsArg,
 
 
 jobs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich",
-                       help="Scheduled jobs declared in jobs.yaml: list, validate, run, export to cron.")
+                       help="Scheduled jobs declared in jobs.yaml: list, validate, run, serve on a schedule, export to "
+                            "cron or spark-submit (docs/jobs.md).")
 app.add_typer(jobs_app, name="jobs")
 JobsFileOpt = Annotated[Path, typer.Option("--file", help="The jobs file.")]
 
@@ -359,6 +458,9 @@ def jobs_validate(file: JobsFileOpt = JOBS_FILE) -> None:
     with _fail():
         spec = _load_jobs(file)
         _console().print(f"{file}: {len(spec.jobs)} jobs, valid.", highlight=False)
+        for var, default in variables(spec).items():
+            _console().print(f"  uses ${{{var}}}" + (" (must be set)" if default is None else f" (default {default})"),
+                             highlight=False)
 
 
 @jobs_app.command("run")
@@ -380,19 +482,93 @@ def jobs_run(name: Annotated[str, typer.Argument(help="The job to run (after its
 @jobs_app.command("crontab")
 def jobs_crontab(file: JobsFileOpt = JOBS_FILE,
                  workdir: Annotated[Path, typer.Option(help="Directory the jobs run in.")] = Path("."),
-                 log_dir: Annotated[Path | None, typer.Option(help="Append each job's output here.")] = None) -> None:
+                 log_dir: Annotated[Path | None, typer.Option(help="Append each job's output here.")] = None,
+                 with_env: Annotated[bool, typer.Option(
+                     "--with-env", help="Write the current values of the variables the jobs use as NAME=value lines "
+                                        "(cron's own environment is nearly empty).")] = False) -> None:
     """Crontab lines for the scheduled jobs (install with: jbod jobs crontab | crontab -)."""
+    import os  # noqa: PLC0415
+
     with _fail():
         spec = _load_jobs(file)
-        for line in crontab_lines(spec, workdir=workdir.resolve(), jobs_file=file.resolve(), log_dir=log_dir):
+        for line in crontab_lines(spec, workdir=workdir.resolve(), jobs_file=file.resolve(), log_dir=log_dir,
+                                  env=os.environ if with_env else None):
             print(line)
+
+
+@jobs_app.command("serve")
+def jobs_serve(file: JobsFileOpt = JOBS_FILE,
+               log_dir: Annotated[Path, typer.Option(help="Each run's output goes to <log-dir>/<job>/<time>.log, "
+                                                          "and one line per run to <log-dir>/runs.jsonl.")
+                                  ] = Path("logs/jobs"),
+               job: Annotated[list[str] | None, typer.Option(
+                   "--job", help="Serve only this job (repeat for several; default: every scheduled, enabled job).",
+                   show_default=False)] = None,
+               once: Annotated[bool, typer.Option(
+                   "--once", help="Wait for the next due time, run what is due, wait for it, exit (1 if a run "
+                                  "failed).")] = False,
+               workdir: Annotated[Path, typer.Option(help="Directory the jobs run in.")] = Path("."),
+               grace_seconds: Annotated[float, typer.Option(
+                   "--grace-seconds", min=0, help="On SIGTERM/SIGINT: how long running jobs get to stop before "
+                                                  "they are killed.")] = 30.0) -> None:
+    """Run the scheduled jobs at their cron times on this machine, each in its own process (`jbod jobs run NAME`),
+    never two overlapping runs at once; SIGTERM or Ctrl-C stops cleanly. For cron instead: `jbod jobs crontab`."""
+    import signal  # noqa: PLC0415
+    from datetime import datetime  # noqa: PLC0415
+
+    from pipelines.scheduler import Scheduler, SubprocessLauncher  # noqa: PLC0415
+
+    with _fail():
+        spec = _load_jobs(file)
+        console = _console(stderr=True)
+        scheduler = Scheduler(spec, SubprocessLauncher(file, workdir=workdir), log_dir=log_dir, jobs=job,
+                              grace_seconds=grace_seconds, on_event=lambda message: console.print(
+                                  f"{datetime.now().astimezone():%Y-%m-%d %H:%M:%S} {message}", highlight=False))
+        # The handler only sets a flag: the loop notices it, stops scheduling and ends the running jobs itself.
+        handlers = {sig: signal.signal(sig, lambda _sig, _frame: scheduler.stop())
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            runs = scheduler.serve(once=once)
+        finally:
+            for sig, previous in handlers.items():
+                signal.signal(sig, previous)
+    if once and any(r.status == "failed" for r in runs):
+        raise typer.Exit(1)
+
+
+@jobs_app.command("spark-submit")
+def jobs_spark_submit(name: Annotated[str, typer.Argument(help="The job (run after its dependencies).")],
+                      file: JobsFileOpt = JOBS_FILE) -> None:
+    """Print the spark-submit command line that runs a job (and its dependencies) on the master of its profile;
+    spark-submit's settings then win over the profile's spark.* (docs/jobs.md)."""
+    import shlex  # noqa: PLC0415
+
+    from pipelines.jobs import run_order  # noqa: PLC0415
+    from pipelines.submit import spark_submit_argv  # noqa: PLC0415
+
+    with _fail():
+        spec = _load_jobs(file)
+        run_order(spec, name)  # an unknown job is an error here, not in spark-submit
+        config = resolve_config(spec.profile_of(name))
+        print(shlex.join(spark_submit_argv(name, jobs_file=file.resolve(), master=config.spark.master,
+                                           conf=config.spark.conf)))
 
 
 # --- the Spark job ---------------------------------------------------------------------------------------------
 
 
+#: The bundled demo's disks: a copy of each broker's filesystem root (``broker-<id>/mnt/d<n>/meta.properties``),
+#: loaded into ``dir_inventory`` by a ``jbod run`` without ``--input`` so that its failed disk shows by path.
+DEMO_LOG_DIRS = Path(__file__).resolve().parent / "examples" / "demo-log-dirs"
+#: The demo's cluster id (its registrations' clusterId, its meta.properties' cluster.id): the demo JSONL has no
+#: meta.properties beside it, so the default run names its cluster this way to join it with its disks.
+DEMO_CLUSTER_ID = "JbodDemoCluster0000001"
+
+
 def _print_run_summary(summary: Any) -> None:
-    """Print a :class:`pipelines.job.RunSummary`."""
+    """Print a :class:`pipelines.job.RunSummary`; disks by path where ``dir_inventory`` knows them."""
+    from pipelines.tables import directory_paths  # noqa: PLC0415 - pyarrow/deltalake, loaded by `run` anyway
+
     console = _console()
     console.print(f"Replayed {summary.rows} output rows in {len(summary.batches)} micro-batches "
                   f"({summary.seconds:.1f} s).", highlight=False)
@@ -401,10 +577,12 @@ def _print_run_summary(summary: Any) -> None:
                       f"{c.last_offset}, {c.brokers} brokers, {c.topics} topics, {c.partitions} partitions, "
                       f"{c.replicas} replicas", highlight=False)
         if c.offline_by_broker_dir:
+            paths = directory_paths(summary.tables_dir, c.cluster_id)
             table = _table("Offline replicas by broker and directory", "broker", "directory", "offline replicas")
             for broker in sorted(c.offline_by_broker_dir):
                 for directory, count in sorted(c.offline_by_broker_dir[broker].items()):
-                    table.add_row(str(broker), directory, str(count))
+                    table.add_row(str(broker), format_directory(Uuid.from_string(directory), paths, broker),
+                                  str(count))
             console.print(table)
             console.print("Reasons: " + ", ".join(f"{r} {n}" for r, n in sorted(c.offline_reasons.items())),
                           highlight=False)
@@ -433,21 +611,47 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
                                                               "segments (default: process what is there, stop).")
                           ] = False,
         cluster_id: Annotated[str | None, typer.Option("--cluster-id", help="Cluster id for inputs without a "
-                                                                            "meta.properties.")] = None,
+                                                                            "meta.properties (and for --dirs "
+                                                                            "files without cluster.id).")] = None,
         max_entries_per_batch: Annotated[int | None, typer.Option("--max-entries-per-batch", min=1,
                                                                   help="Cap each micro-batch (per cluster).")] = None,
         master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
+        dirs: Annotated[list[Path] | None, typer.Option(
+            "--dirs", help="meta.properties files or folders holding them: loaded into the dir_inventory table "
+                           "after the run, so disks show by path (repeat for several). Default with no --input: "
+                           "the demo's.", show_default=False)] = None,
+        as_root: Annotated[bool, typer.Option(
+            "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root (see jbod dirs).")
+                           ] = False,
         as_json: JsonOpt = False) -> None:
     """Replay KRaft metadata on Spark into Delta tables (structured streaming, stateful, exactly once) and print
-    where replicas went offline. With no input, the bundled demo cluster with a disk failure is replayed."""
+    where replicas went offline. With no input, the bundled demo cluster with a disk failure is replayed, and its
+    disks' meta.properties are loaded into dir_inventory."""
     # Spark, pandas and Delta load only for this command (about a second): the other commands stay quick.
     from pipelines.job import DEMO_INPUT, run_with_config, stdout_to_stderr  # noqa: PLC0415
 
     with _fail():
         config = resolve_config(conf, cli={"tables": tables, "cluster_id": cluster_id,
                                            "max_entries_per_batch": max_entries_per_batch, "spark.master": master})
-        with stdout_to_stderr():
+        if inputs is None:
+            # The demo: its cluster named as its disks name it, each broker's copy read as that broker's root.
+            if config.cluster_id is None:
+                config = config.model_copy(update={"cluster_id": DEMO_CLUSTER_ID})
+            if dirs is None:
+                dirs, as_root = sorted(p for p in DEMO_LOG_DIRS.iterdir() if p.is_dir()), True
+        # Read before the run: a wrong path fails now, not after minutes of Spark.
+        inv = inventory(dirs, as_root=as_root) if dirs else None
+        if inv is not None and not inv.rows:
+            raise InputError(f"no meta.properties found under {', '.join(str(d) for d in dirs or [])}")
+        # Spark's console output (the Python workers print a line per stateful call) goes to a log beside the
+        # checkpoint; errors still reach stderr.
+        with stdout_to_stderr(config.checkpoint_dir / "spark-stdout.log"):
             summary = run_with_config(inputs or [DEMO_INPUT], config, follow=follow or None)
+        if inv is not None:
+            _load_inventory(config.tables, inv, config.cluster_id)
+            for finding in inv.all_findings:
+                _console(stderr=True).print(f"[yellow]{finding.severity}[/] {finding.path}: {finding.message}",
+                                            highlight=False)
         if as_json:
             print(dumps(summary.to_json()))
         else:
@@ -458,6 +662,8 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
 _register_report(app)
 _register_simulate(app)
 _register_check(app)
+_register_maintain(app)
+_register_notebook(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -9,25 +9,25 @@ Getting a report is two steps with one seam between them:
 
 1. *load* — an image and a :class:`~jbod_model.report.ReportHistory` (a :class:`ReportData`).
    :func:`load_from_inputs` replays metadata files (``open_inputs`` + ``StreamRunner``, requests run through the
-   reference controller) and feeds a :class:`~jbod_model.report.ReportTracker` as it goes; :func:`load_from_records`
-   does the same for a source that already holds every committed record, the controller's included;
+   reference controller) and feeds a :class:`~jbod_model.report.ReportTracker` as it goes; :func:`load_from_tables`
+   reads the Spark job's ``records`` table (``--tables DIR [--cluster C] [--as-of-offset N]``), which holds every
+   record replayed — read, or written by the reference controller — with its offset, batch and time:
+   ``pipelines.tables.log_entries`` gives the latest snapshot at or before N as the base image and the records
+   after it, and :func:`load_from_records` replays them into the same image and history a replay of the input
+   with ``--until-offset N+1`` gives;
 2. *build and render* — :func:`jbod_model.report.build_report`, then ``pipelines.report_render``.
 
-Hook for the Delta tables (not implemented here): ``--tables DIR [--cluster C] [--as-of-offset N]`` is a third
-loader returning the same :class:`ReportData`. The Spark job's ``records`` table (``pipelines.tables``) holds every
-record replayed — read or written by the reference controller — with its offset, batch base offset and time: read
-the cluster's rows with offset ≤ N in offset order, turn each into a ``LogEntry`` (``record_from_json`` on
-type/version/data) and hand them to :func:`load_from_records`, which gives the image and the history in one pass.
-For a long history, start from a snapshot instead: an image as of some offset M (``pipelines.tables.as_of_image``)
-as ``base_image`` and only the records after M. The command then takes INPUT or ``--tables`` (exclusive) and
-everything after step 1 stays as it is; ``--dirs`` works unchanged (a ``dir_inventory`` table would become
-:class:`~jbod_model.report.DirectoryPaths` the same way).
+Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties
+files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``--tables``, from the
+``dir_inventory`` table, ``--dirs`` winning for the ids it knows (:func:`directory_paths_for`). ``jbod whatif``
+(``pipelines.cli``) loads the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -77,14 +77,85 @@ def load_from_records(entries: Iterable[LogEntry], base_image: MetadataImage = E
     return ReportData(image=tracker.image, history=tracker.history())
 
 
-def load_paths(dirs: list[Path] | None) -> tuple[DirectoryPaths | None, DirInventory | None]:
-    """The Uuid → path join from meta.properties files or folders holding them (``jbod dirs`` reads the same)."""
+def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int | None = None,
+                     as_of: str | None = None) -> tuple[ReportData, str]:
+    """The report's data from the Spark job's tables (the ``records`` table, see the module docstring), as of
+    ``as_of_offset`` inclusive or the time ``as_of`` (None: the latest), and the cluster read. Where the job's
+    replay of the cluster
+    stopped (``replay_faults``) is passed on as a warning: the tables, and so the report, end before it."""
+    from pipelines.tables import log_entries, replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+
+    cid = resolve_cluster(tables, cluster)
+    base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
+    data = load_from_records(entries, base if base is not None else EMPTY_IMAGE)
+    stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
+                    f"{f['message']}" for f in replay_faults(tables, cid))
+    return ReportData(image=data.image, history=data.history, skipped=stopped), cid
+
+
+def load_paths(dirs: list[Path] | None, *, as_root: bool = False,
+               ) -> tuple[DirectoryPaths | None, DirInventory | None]:
+    """The Uuid → path join from meta.properties files or folders holding them (``jbod dirs`` reads the same);
+    with ``as_root`` each folder is a copy of one broker's filesystem root (paths as the broker sees them)."""
     if not dirs:
         return None, None
-    inv = inventory(dirs)
+    inv = inventory(dirs, as_root=as_root)
     if not inv.rows:
         raise InputError(f"no meta.properties found under {', '.join(str(d) for d in dirs)}")
     return DirectoryPaths.from_inventory(inv.rows), inv
+
+
+def directory_paths_for(tables: Path | None, cluster: str | None, explicit: DirectoryPaths | None,
+                        ) -> DirectoryPaths | None:
+    """The paths a command names disks with: ``dir_inventory``'s for the cluster when reading tables, with the
+    explicit ``--dirs`` on top (they win for the ids they know)."""
+    if tables is None or cluster is None:
+        return explicit
+    from pipelines.tables import directory_paths  # noqa: PLC0415 - pyarrow/deltalake
+
+    stored = directory_paths(tables, cluster)
+    if stored is None:
+        return explicit
+    return stored if explicit is None else stored.overlay(explicit)
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO-8601 time (``2026-11-21T03:00``, ``2026-11-21 03:00:00+01:00``, ``…Z``); without an offset it is
+    UTC, as Kafka's batch times are."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"--as-of takes an ISO-8601 time such as 2026-11-21T03:00Z, not {text!r}") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def resolve_as_of(tables: Path, cluster: str, as_of_offset: int | None, as_of: str | None) -> int | None:
+    """``--as-of-offset N`` or ``--as-of TIME`` (the last offset that took effect by then), at most one."""
+    if as_of is None:
+        return as_of_offset
+    if as_of_offset is not None:
+        raise InputError("give --as-of-offset or --as-of, not both")
+    from pipelines.tables import offset_at_time  # noqa: PLC0415 - pyarrow/deltalake
+
+    return offset_at_time(tables, cluster, parse_time(as_of))
+
+
+def check_source(inputs: list[Path] | None, tables: Path | None, *, tables_only: dict[str, object],
+                 input_only: dict[str, object]) -> None:
+    """INPUT or ``--tables``, exactly one, and the options that go with the one given (the others are errors,
+    not silently ignored)."""
+    if tables is not None and inputs:
+        raise InputError("give INPUT or --tables, not both")
+    if tables is None and not inputs:
+        raise InputError("give INPUT (a metadata dir, segment, snapshot, dump text or JSONL) or --tables DIR")
+    given, other = ("--tables", "INPUT") if tables is not None else ("INPUT", "--tables")
+    wrong = [name for name, value in (input_only if tables is not None else tables_only).items()
+             if value not in (None, False)]
+    if wrong:
+        hints = {"--until-offset": " (with --tables: --as-of-offset N, the records with offset <= N)",
+                 "--as-of-offset": " (with INPUT: --until-offset N+1)"}
+        raise InputError(f"{', '.join(wrong)} {'goes' if len(wrong) == 1 else 'go'} with {other}, not with "
+                         f"{given}{''.join(hints.get(w, '') for w in wrong)}")
 
 
 def _write_html(path: Path, html: str) -> None:
@@ -99,15 +170,31 @@ def register(app: typer.Typer) -> None:
 
     @app.command("report")
     def report(
-        inputs: Annotated[list[Path], typer.Argument(
+        inputs: Annotated[list[Path] | None, typer.Argument(
             help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
-                 "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL.",
-            show_default=False)],
+                 "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL. Not with "
+                 "--tables.", show_default=False)] = None,
         until_offset: Annotated[int | None, typer.Option(
             "--until-offset", help="Report as of offset N: replay only records with offset < N.")] = None,
+        tables: Annotated[Path | None, typer.Option(
+            "--tables", help="Read the log from the Spark job's Delta tables (the records table) instead of "
+                             "INPUT; disks are named from its dir_inventory table.", show_default=False)] = None,
+        cluster: Annotated[str | None, typer.Option(
+            "--cluster", help="With --tables: the cluster (optional when the tables hold one).",
+            show_default=False)] = None,
+        as_of_offset: Annotated[int | None, typer.Option(
+            "--as-of-offset", help="With --tables: report as of offset N (records with offset <= N); default: the "
+                                   "latest.", show_default=False)] = None,
+        as_of: Annotated[str | None, typer.Option(
+            "--as-of", help="With --tables: report as of a time (ISO 8601, UTC unless it says otherwise): the last "
+                            "offset whose batch was appended by then.", metavar="TIME", show_default=False)] = None,
         dirs: Annotated[list[Path] | None, typer.Option(
             "--dirs", help="meta.properties files, log dirs or folders holding them, to name disks by path "
-                           "(repeat for several).", show_default=False)] = None,
+                           "(repeat for several; with --tables they win over dir_inventory).",
+            show_default=False)] = None,
+        as_root: Annotated[bool, typer.Option(
+            "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root: name disks by their "
+                              "path on the broker (/collected/b3/mnt/d2 under /collected/b3 is /mnt/d2).")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="The report as JSON (docs/report-json.md).")] = False,
         html: Annotated[Path | None, typer.Option(
             "--html", help="Also write a self-contained HTML report (plots and tables) to FILE.", metavar="FILE",
@@ -121,8 +208,9 @@ def register(app: typer.Typer) -> None:
         """Report offline replicas by disk, leaderless and under-min-ISR partitions, pending placements, per-disk
         replica and leader counts, and the incident timeline (directory failures, fencing, and what followed).
 
-        Replays INPUT (requests in a JSONL input are run through the reference controller). With [bold]--dirs[/]
-        every directory is named by broker and path, e.g. [italic]broker 3 /mnt/d2 (P2aL9r4s…)[/].
+        Replays INPUT (requests in a JSONL input are run through the reference controller), or the Spark job's
+        tables with [bold]--tables[/]. With [bold]--dirs[/] (or a loaded dir_inventory table) every directory is
+        named by broker and path, e.g. [italic]broker 3 /mnt/d2 (P2aL9r4s…)[/].
         """
         # Imported here: pipelines.cli imports this module to call register(app), and the renderers pull in
         # matplotlib and jinja2, which only this command needs (not every `jbod` start).
@@ -132,9 +220,18 @@ def register(app: typer.Typer) -> None:
         with _fail():
             if policy not in ("fail", "skip"):
                 raise InputError(f"--policy must be 'fail' or 'skip', not {policy!r}")
-            paths, inv = load_paths(dirs)
-            data = load_from_inputs(inputs, until_offset=until_offset, policy="fail" if policy == "fail" else "skip",
-                                    full_log=full_log)
+            check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
+                                                      "--as-of": as_of},
+                         input_only={"--until-offset": until_offset, "--full-log": full_log,
+                                     "--policy": None if policy == "fail" else policy})
+            explicit, inv = load_paths(dirs, as_root=as_root)
+            cid: str | None = None
+            if tables is not None:
+                data, cid = load_from_tables(tables, cluster, as_of_offset, as_of)
+            else:
+                data = load_from_inputs(inputs or [], until_offset=until_offset,
+                                        policy="fail" if policy == "fail" else "skip", full_log=full_log)
+            paths = directory_paths_for(tables, cid, explicit)
             for line in data.skipped:
                 _console(stderr=True).print(f"[yellow]skipped:[/] {line}", highlight=False)
             for finding in inv.all_findings if inv is not None else ():

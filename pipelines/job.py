@@ -27,7 +27,7 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config import JobConfig, Trigger
 from pipelines.replay_stream import OUTPUT_SCHEMA, ClusterReplayProcessor
-from pipelines.source import SOURCE_NAME, available_offsets, register, source_options
+from pipelines.source import SOURCE_NAME, available_offsets, discover, register, source_options
 from pipelines.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
@@ -54,17 +54,56 @@ DEFAULT_CONF: Mapping[str, str] = {
 }
 
 
+#: Settings of :data:`DEFAULT_CONF` that describe how the driver JVM was started and where it listens: under
+#: spark-submit they are spark-submit's (``--driver-memory``, the host it runs on), so the job does not add them.
+LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host"})
+
+
+def submitted_conf() -> dict[str, str] | None:
+    """The ``spark.*`` settings of the JVM that launched this Python process — spark-submit's ``--master``,
+    ``--conf``, ``--driver-memory`` and spark-defaults.conf — or None when this process was not launched by one.
+
+    The test is the one pyspark itself makes: spark-submit (and the ``pyspark`` shell) start Python with
+    ``PYSPARK_GATEWAY_PORT`` set, pointing at the JVM that is already running with its SparkConf; a plain ``python``
+    process starts its own JVM later and never has it. The conf is read only then, so a plain process does not start
+    a JVM early (it would start without the session's launch settings, e.g. the driver memory)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext  # noqa: PLC0415 - only when a JVM is already there
+
+    SparkContext._ensure_initialized()  # connects to the running gateway; starts nothing
+    return {str(k): str(v) for k, v in SparkConf().getAll()}
+
+
 def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
                   app_name: str = "kraft-jbod") -> SparkSession:
-    """A session for the job: loopback networking, this interpreter for Python workers, the required conf."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {}), **REQUIRED_CONF}.items():
+    """A session for the job: loopback networking, this interpreter for Python workers, the required conf.
+
+    Under spark-submit (:func:`submitted_conf`) spark-submit's settings win: its master and app name are kept
+    (``master`` is ignored), a ``spark.*`` key it set is not overridden by ``conf`` (the profile), the launch
+    defaults (:data:`LAUNCH_CONF_KEYS`) and the Python interpreter are left to it, and only keys it left unset are
+    taken from ``conf`` and the defaults. :data:`REQUIRED_CONF` is set either way: the job cannot run without it."""
+    submitted = submitted_conf()
+    if submitted is None:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = SparkSession.builder.master(master).appName(app_name)
+        settings = {**DEFAULT_CONF, **(conf or {})}
+    else:
+        builder = SparkSession.builder
+        if "spark.app.name" not in submitted:
+            builder = builder.appName(app_name)
+        defaults = {k: v for k, v in DEFAULT_CONF.items() if k not in LAUNCH_CONF_KEYS}
+        settings = {k: v for k, v in {**defaults, **(conf or {})}.items() if k not in submitted}
+    for key, value in {**settings, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if submitted is not None:
+        # Say so: an operator who set a master in the profile should see why another one is used.
+        print(f"kraft-jbod: launched by spark-submit: its master ({spark.sparkContext.master}) and settings are "
+              f"used; added where it set none: {', '.join(sorted(settings)) or 'nothing'}", file=sys.stderr)
     return spark
 
 
@@ -176,6 +215,15 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     """
     if not inputs:
         raise InputError("no input given")
+    if not follow:
+        # A path holding no metadata would otherwise make a run that succeeds with nothing in it (a mistyped
+        # folder, or a broker's data dir instead of its metadata dir); a followed folder may fill up later.
+        named = dict(cluster_ids or {})
+        empty = [str(p) for p in inputs if not discover([p], cluster_id=cluster_id, cluster_ids=named)]
+        if empty:
+            raise InputError(f"no KRaft metadata under {', '.join(empty)}: give a metadata log dir (the one holding "
+                             "__cluster_metadata-0, or a folder of them), canonical JSONL or kafka-dump-log text "
+                             "(--follow waits for files to appear)")
     tables = Path(tables_dir).resolve()
     checkpoint = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else tables / "_checkpoints" / "replay"
     own_session = spark is None
@@ -267,15 +315,23 @@ def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: 
 
 
 @contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """Send this process's stdout (file descriptor 1, inherited by the JVM and its Python workers, which print
-    progress there) to stderr while the block runs, so a command's own output on stdout stays machine-readable."""
+def stdout_to_stderr(log: Path | None = None) -> Iterator[None]:
+    """Send this process's stdout (file descriptor 1, inherited by the JVM and its Python workers) elsewhere while
+    the block runs, so a command's own output on stdout stays machine-readable: to ``log`` (appended) when given —
+    the workers print a line per stateful UDF call there, noise in a terminal — else to stderr. Processes started
+    inside the block (the JVM) keep the redirection after it."""
     sys.stdout.flush()
     saved = os.dup(1)
+    target = None
     try:
-        os.dup2(2, 1)
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(2 if target is None else target, 1)
         yield
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+        if target is not None:
+            os.close(target)

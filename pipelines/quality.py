@@ -63,7 +63,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from jbod_model import invariants as inv
 from jbod_model.directory_id import DirectoryState, is_reserved
@@ -72,7 +72,6 @@ from jbod_model.image import BrokerRegistration, ClusterImage, PartitionRegistra
 from jbod_model.meta_properties import inventory, load_properties
 from jbod_model.metadata_version import FEATURE_NAME, UNSET, MetadataVersion
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import record_from_json
 from jbod_model.records.metadata import (
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
@@ -86,7 +85,7 @@ from jbod_model.replicas import OfflineReason, ReplicaState
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.uuid import Uuid
 from pipelines.config import SUITE_NAMES, QualitySettings
-from pipelines.tables import TIME, clusters
+from pipelines.tables import TIME, clusters, read_table, record_from_row
 
 #: The results table (appended once per run, one row per expectation and cluster; docs/data-quality.md).
 RESULTS_TABLE = "dq_results"
@@ -106,8 +105,6 @@ _DIRECTORY_RECORDS = (RegisterBrokerRecord.TYPE_NAME, BrokerRegistrationChangeRe
                       PartitionRecord.TYPE_NAME, PartitionChangeRecord.TYPE_NAME)
 #: Step-scope invariants only a whole record batch can decide; the log suite runs the model's step checks for these.
 LOG_INVARIANTS = ("I10", "I11", "I16", "I17", "I19")
-#: Raw microsecond values below this are milliseconds (1e14 µs is 1973; every real ms epoch is ≥ 1e12).
-_MS_NOT_US = 10**14
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -350,7 +347,7 @@ class TableSet:
         applied = recs[recs["applied_offset"].notna()]
         if applied.empty:
             return -1, None
-        ms = _records_ms(applied["timestamp"]).dropna()
+        ms = _ms(applied["timestamp"]).dropna()
         return int(applied["offset"].max()), (int(ms.max()) if not ms.empty else None)
 
     def with_tables(self, **tables: pd.DataFrame) -> TableSet:
@@ -369,35 +366,16 @@ class TableSet:
 
 
 def _read_delta(path: Path, filters: list[tuple[str, str, Any]], columns: list[str] | None = None) -> pa.Table:
-    """Live rows of a Delta table, through its log (delta-rs' SQL engine), with plain Arrow types."""
-    if not DeltaTable.is_deltatable(str(path)):
-        raise InputError(f"{path} is not a Delta table (run `jbod run` first, or check --tables)")
+    """Live rows of a Delta table, through its log (delta-rs' SQL engine), with the table's own Arrow types
+    (``pipelines.tables.read_table``: plain strings, which pandas and pyarrow's kernels take)."""
     where = " AND ".join(f'"{col}" {op} {_sql_literal(value)}' for col, op, value in filters)
-    select = "*" if columns is None else ", ".join(f'"{c}"' for c in columns)
-    sql = f"SELECT {select} FROM t" + (f" WHERE {where}" if where else "")
-    table = pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute(sql))
-    return _plain_types(table)
+    return read_table(path.parent, path.name, where or None, columns)
 
 
 def _sql_literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return str(int(value))
-
-
-def _plain(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-        return pa.string()
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        return pa.list_(_plain(t.value_type))
-    return t
-
-
-def _plain_types(table: pa.Table) -> pa.Table:
-    """Delta-rs may hand string columns over as ``string_view`` (and lists of them), which pandas cannot convert
-    and pyarrow cannot compare with plain strings (files written by different writers mix both)."""
-    schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in table.schema])
-    return table if schema == table.schema else table.cast(schema)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -413,19 +391,8 @@ def _micros(series: pd.Series) -> pd.Series:
 
 
 def _ms(series: pd.Series) -> pd.Series:
-    """History/current-table times (µs timestamps) in ms."""
+    """Table times (µs timestamps: ``records.timestamp``, the history and current tables' times) in ms."""
     return _micros(series) // 1000
-
-
-def _records_ms(series: pd.Series) -> pd.Series:
-    """``records.timestamp`` in ms. The job stores the batch append time (ms) into this µs column as is
-    (``pipelines.tables`` appends the raw value), so values that are too small to be µs are taken as ms; this
-    keeps working once the writer converts."""
-    raw = _micros(series)
-    values = raw.dropna()
-    if values.empty or int(values.max()) < _MS_NOT_US:
-        return raw
-    return raw // 1000
 
 
 class _Uuids:
@@ -578,8 +545,8 @@ class _Build:
         key = (int(row.offset), _opt_int(getattr(row, "snapshot_index", None)))
         if key not in self._decoded:
             try:
-                data = None if row.data is None else json.loads(row.data)
-                self._decoded[key] = record_from_json({"type": row.type, "version": int(row.version), "data": data})
+                self._decoded[key] = record_from_row(row.type, int(row.version), row.data,
+                                                     getattr(row, "payload", None))
             except (JbodError, ValueError, TypeError):
                 return None
         return self._decoded[key]
@@ -999,7 +966,9 @@ def _f_replica_directory_history(b: _Build) -> Frame:
 
 def _f_log_violations(b: _Build) -> Frame:
     """The bronze records through the model's step checks (``InvariantTracker``), batch by batch."""
-    recs = b.tables.table("records").sort_values("offset")
+    # Stable, with the snapshot's order: a snapshot's records share one offset, and replaying them out of order
+    # (a PartitionRecord before its TopicRecord) is a fault.
+    recs = b.tables.table("records").sort_values(["offset", "snapshot_index"], kind="stable")
     snap = recs[recs["origin"] == "snapshot"]
     # NoOps only fill batches of their own: no step check reads them.
     log = recs[(recs["origin"] != "snapshot") & (recs["type"] != "NO_OP_RECORD")]
@@ -1018,7 +987,7 @@ def _f_log_violations(b: _Build) -> Frame:
     batch: list[LogEntry] = []
     note: str | None = None
     checked = batches = 0
-    ms = _records_ms(log["timestamp"]) if not log.empty else pd.Series([], dtype="Int64")
+    ms = _ms(log["timestamp"]) if not log.empty else pd.Series([], dtype="Int64")
     try:
         for r, stamp in zip(log.itertuples(), ms, strict=True):
             rec = b.record(r)

@@ -13,28 +13,48 @@ Tables (snake_case; every one has ``cluster_id``):
 * ``offline_replicas`` — intervals during which a replica was offline for one reason in one directory
   (``start_offset`` inclusive, ``end_offset`` exclusive, null while it lasts);
 * ``controller_responses`` — one row per controller request of a request stream; ``replay_faults`` — the entry a
-  cluster's replay stopped at, if any.
+  cluster's replay stopped at, if any;
+* ``dir_inventory`` — the log directories' ``meta.properties`` (directory id ↔ node and path), loaded by
+  ``jbod dirs --tables`` / ``jbod run --dirs`` (:func:`load_dir_inventory`), not by the replay.
 
 Writes are exactly-once per micro-batch: every commit carries a Delta app transaction ``(app id, batch id)`` and a
 table whose transaction version already covers the batch is skipped, so a batch re-run after a crash rewrites
 nothing twice. Current tables are MERGEd on their keys; history tables are MERGEd too, closing the open version of a
 key and inserting the new ones in one commit. Readers go through the Delta log (delta-rs), never
-``spark.read.parquet`` on a table folder (it would see removed files).
+``spark.read.parquet`` on a table folder (it would see removed files), and hand out the tables' own Arrow types
+(:func:`plain_types`: delta-rs' SQL engine scans strings as ``string_view``, which pyarrow's compute kernels and
+joins do not take).
+
+Besides the state as of an offset, the readers give the log itself (:func:`log_entries`: the ``records`` rows as
+``LogEntry`` values from the latest snapshot at or before an offset, which ``jbod report --tables`` and
+``jbod whatif --tables`` replay) and the directory paths (:func:`directory_paths`,
+:func:`replica_assignments_with_paths`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 
 from jbod_model.errors import InputError
+from jbod_model.image import MetadataImage
+from jbod_model.meta_properties import DirInventory, DirInventoryRow
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.json_codec import record_from_json
+from jbod_model.records.metadata import Record
+from jbod_model.report import DirectoryPaths
+from jbod_model.sources import snapshot_image
+from jbod_model.uuid import Uuid
 
 TIME = pa.timestamp("us", tz="UTC")
 INTS = pa.list_(pa.int32())
@@ -106,7 +126,21 @@ APPEND_TABLES: Mapping[str, pa.Schema] = {
     "replay_faults": pa.schema([
         ("cluster_id", pa.string()), ("seq", pa.int64()), ("offset", pa.int64()), ("source", pa.string()),
         ("error", pa.string()), ("message", pa.string())]),
+    # Offsets Kafka deleted before the job read them, and the snapshot re-bootstrapped from (docs/tables.md).
+    "log_gaps": pa.schema([
+        ("cluster_id", pa.string()), ("first_missing_offset", pa.int64()), ("last_missing_offset", pa.int64()),
+        ("snapshot_end_offset", pa.int64()), ("snapshot_source", pa.string()), ("snapshot_time", TIME),
+        ("changed_rows", pa.int32()), ("dropped_records", pa.int32()), ("message", pa.string())]),
 }
+
+
+#: The directory inventory: written by :func:`load_dir_inventory`, never by a micro-batch.
+DIR_INVENTORY = "dir_inventory"
+DIR_INVENTORY_SCHEMA = pa.schema([
+    ("cluster_id", pa.string()), ("node_id", pa.int32()), ("path", pa.string()), ("directory_id", pa.string()),
+    ("version", pa.int32()), ("read_from", pa.string()),
+    ("findings", pa.list_(pa.struct([("severity", pa.string()), ("message", pa.string())]))),
+    ("loaded_at", TIME)])
 
 
 def table_schemas() -> dict[str, pa.Schema]:
@@ -116,6 +150,7 @@ def table_schemas() -> dict[str, pa.Schema]:
         if e.current is not None:
             out[e.current] = e.current_schema()
         out[e.history] = e.history_schema()
+    out[DIR_INVENTORY] = DIR_INVENTORY_SCHEMA
     return out
 
 
@@ -151,6 +186,10 @@ def plan_batch(rows: Iterable[Mapping[str, Any]]) -> BatchWrites:
         payload = json.loads(row["payload"])
         table = row["table"]
         if table in APPEND_TABLES:
+            # The operator's times are ms (the record batch's append time); the columns are timestamps in µs.
+            for f in APPEND_TABLES[table]:
+                if f.type == TIME and f.name in payload:
+                    payload[f.name] = _time(payload[f.name])
             out.appends.setdefault(table, []).append({"cluster_id": row["cluster_id"], **payload})
             continue
         entity = ENTITIES.get(table)
@@ -355,13 +394,46 @@ class DeltaSparkWriter:
 # Readers
 
 
-def read_table(tables_dir: str | Path, table: str, where: str | None = None) -> pa.Table:
-    """A table's live rows, read through its Delta log (``where``: a SQL condition on its columns)."""
+def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return pa.list_(_plain(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in t])
+    return t
+
+
+def plain_types(table: pa.Table) -> pa.Table:
+    """``table`` with the tables' own Arrow types: delta-rs' SQL engine (DataFusion) scans every string column as
+    ``string_view`` whatever the files hold, and pyarrow has no compute kernel comparing ``string_view`` with a
+    plain string (``pc.equal``, ``Table.filter``, ``is_in``), cannot join or sort on it, and cannot concatenate it
+    with a table of the declared schema — so every reader here casts back to ``string`` (lists and structs of it
+    too)."""
+    schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in table.schema])
+    return table if schema == table.schema else table.cast(schema)
+
+
+def _delta(tables_dir: str | Path, table: str) -> DeltaTable:
     path = Path(tables_dir) / table
     if not DeltaTable.is_deltatable(str(path)):
         raise InputError(f"{path} is not a Delta table (run `jbod run` first, or check --tables)")
-    sql = f"SELECT * FROM t{'' if where is None else ' WHERE ' + where}"
-    return pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute(sql))
+    return DeltaTable(str(path))
+
+
+def query(tables_dir: str | Path, table: str, sql: str) -> pa.Table:
+    """Run ``sql`` on one table registered as ``t`` (through its Delta log), with plain Arrow types."""
+    return plain_types(pa.table(QueryBuilder().register("t", _delta(tables_dir, table)).execute(sql)))
+
+
+def read_table(tables_dir: str | Path, table: str, where: str | None = None,
+               columns: Sequence[str] | None = None) -> pa.Table:
+    """A table's live rows, read through its Delta log (``where``: a SQL condition on its columns; ``columns``:
+    the columns to read, default all), with the table's own Arrow types (:func:`plain_types`)."""
+    select = "*" if columns is None else ", ".join(_quote(c) for c in columns)
+    return query(tables_dir, table, f"SELECT {select} FROM t{'' if where is None else ' WHERE ' + where}")
 
 
 def _lit(value: str) -> str:
@@ -370,37 +442,40 @@ def _lit(value: str) -> str:
 
 def clusters(tables_dir: str | Path) -> list[str]:
     """The cluster ids the tables hold."""
-    path = Path(tables_dir) / "records"
-    if not DeltaTable.is_deltatable(str(path)):
-        raise InputError(f"{path} is not a Delta table (run `jbod run` first, or check --tables)")
-    out = pa.table(QueryBuilder().register("t", DeltaTable(str(path)))
-                   .execute("SELECT DISTINCT cluster_id FROM t ORDER BY cluster_id"))
+    out = query(tables_dir, "records", "SELECT DISTINCT cluster_id FROM t ORDER BY cluster_id")
     return [str(c) for c in out.column("cluster_id").to_pylist()]
 
 
 def resolve_cluster(tables_dir: str | Path, cluster: str | None) -> str:
+    """``cluster`` checked against the tables, or the only cluster they hold when None."""
     known = clusters(tables_dir)
+    if not known:
+        raise InputError(f"{tables_dir} holds no cluster yet: its records table is empty (run `jbod run` first, "
+                         "or check --tables)")
     if cluster is not None:
         if cluster not in known:
-            raise InputError(f"cluster {cluster!r} is not in {tables_dir} (clusters: {', '.join(known) or 'none'})")
+            raise InputError(f"cluster {cluster!r} is not in {tables_dir} (clusters: {', '.join(known)})")
         return cluster
     if len(known) != 1:
-        raise InputError(f"{tables_dir} holds {len(known)} clusters ({', '.join(known) or 'none'}): "
-                         "name one with --cluster")
+        raise InputError(f"{tables_dir} holds {len(known)} clusters ({', '.join(known)}): name one with --cluster")
     return known[0]
 
 
-def _rows(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None) -> list[dict[str, Any]]:
+def _entity_table(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None) -> pa.Table:
     where = f"cluster_id = {_lit(cluster)}"
     if as_of_offset is None and entity.current is not None:
-        return list(read_table(tables_dir, entity.current, where).to_pylist())
+        return read_table(tables_dir, entity.current, where)
     lo, hi = entity.interval
     if as_of_offset is None:
         where += f" AND {hi}_offset IS NULL"
     else:
         n = int(as_of_offset)
         where += f" AND {lo}_offset <= {n} AND ({hi}_offset IS NULL OR {hi}_offset > {n})"
-    return list(read_table(tables_dir, entity.history, where).to_pylist())
+    return read_table(tables_dir, entity.history, where)
+
+
+def _rows(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None) -> list[dict[str, Any]]:
+    return list(_entity_table(tables_dir, entity, cluster, as_of_offset).to_pylist())
 
 
 def last_offset(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> int:
@@ -408,13 +483,25 @@ def last_offset(tables_dir: str | Path, cluster: str, as_of_offset: int | None =
     where = f"cluster_id = {_lit(cluster)} AND applied_offset IS NOT NULL"
     if as_of_offset is not None:
         where += f" AND applied_offset <= {int(as_of_offset)}"
-    path = Path(tables_dir) / "records"
-    if not DeltaTable.is_deltatable(str(path)):
-        raise InputError(f"{path} is not a Delta table (run `jbod run` first, or check --tables)")
-    out = pa.table(QueryBuilder().register("t", DeltaTable(str(path)))
-                   .execute(f'SELECT MAX("offset") AS m FROM t WHERE {where}'))
-    value = out.column("m")[0].as_py()
+    value = query(tables_dir, "records", f'SELECT MAX("offset") AS m FROM t WHERE {where}').column("m")[0].as_py()
     return -1 if value is None else int(value)
+
+
+def offset_at_time(tables_dir: str | Path, cluster: str, when: datetime) -> int:
+    """The last offset that took effect at or before ``when`` (by its record batch's append time, as Kafka stamps
+    it): "the state at 03:00" is the state as of that offset. An InputError when no timed record is that old —
+    records read from JSONL or a snapshot carry no time."""
+    micros = int(when.timestamp() * 1_000_000)
+    where = (f"cluster_id = {_lit(cluster)} AND applied_offset IS NOT NULL AND \"timestamp\" IS NOT NULL "
+             f"AND \"timestamp\" <= arrow_cast({micros}, 'Timestamp(Microsecond, Some(\"UTC\"))')")
+    row = query(tables_dir, "records", f'SELECT MAX("offset") AS m, MIN("timestamp") AS first FROM t WHERE {where}')
+    value = row.column("m")[0].as_py()
+    if value is None:
+        first = query(tables_dir, "records", f"SELECT MIN(\"timestamp\") AS first FROM t WHERE cluster_id = "
+                                             f"{_lit(cluster)} AND \"timestamp\" IS NOT NULL").column("first")[0]
+        since = "its records carry no time" if first.as_py() is None else f"its first timed record is {first}"
+        raise InputError(f"cluster {cluster} has no record at or before {when.isoformat()} ({since})")
+    return int(value)
 
 
 def as_of_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
@@ -457,3 +544,181 @@ def offline_intervals(tables_dir: str | Path, cluster: str | None = None) -> lis
     rows = read_table(tables_dir, "offline_replicas", where).to_pylist()
     return sorted(rows, key=lambda r: (r["cluster_id"], r["start_offset"], r["topic_id"], r["partition_id"],
                                        r["broker_id"]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The log itself: the records table as LogEntry values
+
+
+def record_from_row(type_name: str, version: int, data: str | None, payload: str | None = None) -> Record:
+    """A ``records`` row's record: the inverse of how the job writes one (``record_to_json``, its ``data`` object
+    as JSON text, the base64 body of a record whose schema the model does not know in ``payload``)."""
+    try:
+        body = None if data is None else json.loads(data)
+    except ValueError as e:
+        raise InputError(f"a {type_name} v{version} row of the records table has undecodable data: {e}") from None
+    obj: dict[str, Any] = {"type": type_name, "version": int(version), "data": body}
+    if payload is not None:
+        obj["payload"] = payload
+    return record_from_json(obj, where="records table")
+
+
+_LOG_COLUMNS = ("offset", "batch_base_offset", "leader_epoch", "timestamp", "type", "version", "data", "payload",
+                "source")
+
+
+def _entries(tables_dir: str | Path, where: str, order: str) -> Iterator[LogEntry]:
+    """The records matching ``where`` as LogEntry values, streamed batch by batch (a real log has millions of
+    NoOpRecords) in ``order``. Times go back to the model's ms."""
+    columns = ", ".join(_quote(c) for c in _LOG_COLUMNS)
+    reader = QueryBuilder().register("t", _delta(tables_dir, "records")).execute(
+        f"SELECT {columns} FROM t WHERE {where} ORDER BY {order}")
+    for raw in reader:
+        batch = pa.record_batch(raw)
+        stamps = batch.column("timestamp").cast(pa.int64()).to_pylist()
+        values = {name: batch.column(name).cast(_plain(batch.schema.field(name).type)).to_pylist()
+                  for name in _LOG_COLUMNS if name != "timestamp"}
+        for i, stamp in enumerate(stamps):
+            yield LogEntry(offset=values["offset"][i],
+                           record=record_from_row(values["type"][i], values["version"][i], values["data"][i],
+                                                  values["payload"][i]),
+                           batch_base_offset=values["batch_base_offset"][i], leader_epoch=values["leader_epoch"][i],
+                           timestamp=None if stamp is None else stamp // 1000, source=values["source"][i])
+
+
+def log_entries(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
+                ) -> tuple[MetadataImage | None, Iterator[LogEntry]]:
+    """The cluster's metadata log as the job replayed it, up to offset ``as_of_offset`` inclusive (None: all):
+    the image of the latest snapshot at or before it (None when the log was read from its start), and the records
+    after that in offset order — the input's and those the reference controller wrote. Replaying them from the
+    image gives the state as of the offset (:func:`as_of_image`), and the same history a replay of the input with
+    ``--until-offset N+1`` gives.
+
+    Records that an AbortTransactionRecord discarded (``applied_offset`` null) are given too, in their place:
+    replay discards them at the abort exactly as it does when reading the input, and leaving them out would leave
+    the AbortTransactionRecord without its BeginTransactionRecord. Records of a transaction still open at the
+    offset (its end is later) come without their end, so a replay leaves them pending, as Kafka does."""
+    cid = resolve_cluster(tables_dir, cluster)
+    where = f"cluster_id = {_lit(cid)}"
+    bound = "" if as_of_offset is None else f' AND "offset" <= {int(as_of_offset)}'
+    found = query(tables_dir, "records",
+                  f"SELECT MAX(\"offset\") AS s FROM t WHERE {where} AND origin = 'snapshot'{bound}").column("s")
+    snapshot = found[0].as_py()
+    if snapshot is None:
+        if as_of_offset is not None:
+            _check_not_before_start(tables_dir, cid, int(as_of_offset))
+        return None, _entries(tables_dir, f"{where} AND origin <> 'snapshot'{bound}", '"offset"')
+    # A snapshot's rows all carry the offset it stands for; its index keeps them in the file's order.
+    image = snapshot_image(_entries(tables_dir, f"{where} AND origin = 'snapshot' AND \"offset\" = {int(snapshot)}",
+                                    "snapshot_index"), int(snapshot))
+    return image, _entries(tables_dir, f'{where} AND origin <> \'snapshot\' AND "offset" > {int(snapshot)}{bound}',
+                           '"offset"')
+
+
+def _check_not_before_start(tables_dir: str | Path, cluster: str, as_of_offset: int) -> None:
+    """Refuse an offset before a log that starts at a snapshot (Kafka had deleted the older records when the job
+    first read it): nothing says what the state was then, and an empty image would say something wrong."""
+    first = query(tables_dir, "records",
+                  "SELECT MIN(CASE WHEN origin = 'snapshot' THEN \"offset\" END) AS snap, "
+                  "MIN(CASE WHEN origin <> 'snapshot' THEN \"offset\" END) AS log "
+                  f"FROM t WHERE cluster_id = {_lit(cluster)}").to_pylist()[0]
+    if first["snap"] is not None and (first["log"] is None or first["log"] > first["snap"]):
+        raise InputError(f"the tables hold cluster {cluster} from the snapshot at offset {first['snap']} on (the "
+                         f"log before it was deleted when the job read it): no state as of offset {as_of_offset}")
+
+
+def replay_faults(tables_dir: str | Path, cluster: str) -> list[dict[str, Any]]:
+    """Where the cluster's replay stopped (``replay_faults``), if it did: the tables end before that entry."""
+    return list(read_table(tables_dir, "replay_faults", f"cluster_id = {_lit(cluster)}").to_pylist())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The directory inventory: directory id <-> node and path
+
+
+def _finding_rows(inv: DirInventory, row: DirInventoryRow) -> list[dict[str, str]]:
+    return [{"severity": str(f.severity), "message": f.message}
+            for f in inv.findings.get(row.node_id, ()) if f.path == row.path]
+
+
+def load_dir_inventory(tables_dir: str | Path, inv: DirInventory, *, cluster_id: str | None = None,
+                       loaded_at_ms: int | None = None) -> dict[str, int]:
+    """Load an inventory (``jbod_model.meta_properties.inventory``) into ``dir_inventory``; return the rows loaded
+    per cluster. A row's cluster is its ``meta.properties`` cluster.id, else ``cluster_id`` (v0 files may have
+    none).
+
+    The inventory replaces, in one commit (a MERGE), every row of the clusters and nodes it covers: a node's disks
+    are read together, so a disk missing from a new inventory of its node is gone, while the other nodes' rows
+    stay. Loading the same inventory twice leaves the same rows (only ``loaded_at`` moves)."""
+    by_cluster: dict[str, list[dict[str, Any]]] = {}
+    now_us = (int(time.time() * 1000) if loaded_at_ms is None else loaded_at_ms) * 1000
+    for row in inv.rows:
+        cid = row.cluster_id or cluster_id
+        if cid is None:
+            raise InputError(f"{row.read_from or row.path}: its meta.properties has no cluster.id (a version 0 "
+                             "file): give the cluster with --cluster-id")
+        by_cluster.setdefault(cid, []).append({
+            "cluster_id": cid, "node_id": row.node_id, "path": row.path,
+            "directory_id": None if row.directory_id is None else str(row.directory_id), "version": row.version,
+            "read_from": row.read_from, "findings": _finding_rows(inv, row), "loaded_at": now_us})
+    if not by_cluster:
+        return {}
+    root = Path(tables_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    table = DeltaTable.create(root / DIR_INVENTORY, schema=DIR_INVENTORY_SCHEMA, mode="ignore")
+    source = _arrow([r for rows in by_cluster.values() for r in rows], DIR_INVENTORY_SCHEMA)
+    scope = " OR ".join(f"(t.cluster_id = {_lit(cid)} AND ({_nodes_are({r['node_id'] for r in rows})}))"
+                        for cid, rows in sorted(by_cluster.items()))
+    # node_id is null for a v0 file without broker.id: IS NOT DISTINCT FROM keys such a row too. Parenthesised:
+    # delta-rs' predicate parser reads "x IS NOT DISTINCT FROM y AND z" as "x IS NOT DISTINCT FROM (y AND z)".
+    (table.merge(source, "t.cluster_id = s.cluster_id AND t.path = s.path AND "
+                         "(t.node_id IS NOT DISTINCT FROM s.node_id)", source_alias="s", target_alias="t")
+     .when_matched_update_all()
+     .when_not_matched_insert_all()
+     .when_not_matched_by_source_delete(predicate=scope)
+     .execute())
+    return {cid: len(rows) for cid, rows in sorted(by_cluster.items())}
+
+
+def _nodes_are(nodes: set[int | None]) -> str:
+    return " OR ".join("t.node_id IS NULL" if n is None else f"t.node_id = {int(n)}"
+                       for n in sorted(nodes, key=lambda n: (n is None, n or 0)))
+
+
+def dir_inventory_rows(tables_dir: str | Path, cluster: str) -> list[DirInventoryRow] | None:
+    """The cluster's ``dir_inventory`` rows as the model's inventory rows; None when no inventory was loaded (the
+    table does not exist yet: it is created by ``jbod run`` or by the first load)."""
+    if not DeltaTable.is_deltatable(str(Path(tables_dir) / DIR_INVENTORY)):
+        return None
+    rows = read_table(tables_dir, DIR_INVENTORY, f"cluster_id = {_lit(cluster)}").to_pylist()
+    return [DirInventoryRow(node_id=r["node_id"], path=r["path"],
+                            directory_id=None if r["directory_id"] is None else Uuid.from_string(r["directory_id"]),
+                            cluster_id=r["cluster_id"], version=r["version"], read_from=r["read_from"])
+            for r in rows]
+
+
+def directory_paths(tables_dir: str | Path, cluster: str) -> DirectoryPaths | None:
+    """Directory id → (node, path) from ``dir_inventory`` for ``cluster``, as every report names disks (``broker 3
+    /mnt/d2 (P2aL9r4s…)``); None when no inventory of the cluster was loaded."""
+    rows = dir_inventory_rows(tables_dir, cluster)
+    return DirectoryPaths.from_inventory(rows) if rows else None
+
+
+def replica_assignments_with_paths(tables_dir: str | Path, cluster: str | None = None,
+                                   as_of_offset: int | None = None) -> pa.Table:
+    """``replica_assignments`` (or, as of an offset, the versions of ``replica_assignment_history`` valid then)
+    joined with ``dir_inventory``: two more columns, ``path`` and ``node_id``, from the ``meta.properties`` holding
+    the replica's directory id — null when the inventory does not know it (no inventory loaded, a disk not
+    collected, or a placeholder: UNASSIGNED, MIGRATING, LOST). The inventory is the latest loaded: it has no
+    history. An id found on two disks is joined to the first by (node, path), as reports do
+    (:class:`~jbod_model.report.DirectoryPaths`)."""
+    cid = resolve_cluster(tables_dir, cluster)
+    replicas = _entity_table(tables_dir, ENTITIES["replica"], cid, as_of_offset)
+    paths = directory_paths(tables_dir, cid) or DirectoryPaths()
+    encoded = pc.dictionary_encode(replicas.column("directory")).combine_chunks()
+    locations = [None if text is None else paths.get(Uuid.from_string(text))
+                 for text in encoded.dictionary.to_pylist()]
+    path_of = pa.array([None if loc is None else loc.path for loc in locations], pa.string())
+    node_of = pa.array([None if loc is None else loc.node_id for loc in locations], pa.int32())
+    return (replicas.append_column(pa.field("path", pa.string()), pc.take(path_of, encoded.indices))
+            .append_column(pa.field("node_id", pa.int32()), pc.take(node_of, encoded.indices)))

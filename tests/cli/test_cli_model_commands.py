@@ -177,7 +177,8 @@ def test_whatif_by_uuid_and_by_meta_properties_path(tmp_path: Path) -> None:
     by_uuid = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", "JbzRyYgxSHyV9F8hM29Rbg", "--json"])
     assert by_uuid.exit_code == 0, by_uuid.output
     doc = json.loads(by_uuid.stdout)
-    assert doc["failed"] == [{"brokerId": 2, "directory": "JbzRyYgxSHyV9F8hM29Rbg"}]
+    # No inventory given: the disk's path is unknown.
+    assert doc["failed"] == [{"brokerId": 2, "directory": "JbzRyYgxSHyV9F8hM29Rbg", "path": None}]
     assert {(p["topicName"], p["partitionId"], p["losesLeader"]) for p in doc["partitions"]} == {
         ("orders", 1, True), ("payments", 0, False)}
     assert doc["records"][-1]["type"] == "BROKER_REGISTRATION_CHANGE_RECORD"

@@ -8,36 +8,67 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from typer.testing import CliRunner
 
 import pipelines.job
-from pipelines.cli import app
+from pipelines.cli import DEMO_CLUSTER_ID, DEMO_LOG_DIRS, app
 from pipelines.config import JobConfig
 from pipelines.job import DEMO_INPUT, ClusterSummary, RunSummary
+from pipelines.tables import directory_paths
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
 
-def _summary(tables: Path) -> RunSummary:
-    cluster = ClusterSummary(cluster_id="demo", last_offset=32, metadata_version="3.9-IV0", brokers=3, topics=2,
+def _summary(tables: Path, cluster_id: str = "demo") -> RunSummary:
+    cluster = ClusterSummary(cluster_id=cluster_id, last_offset=32, metadata_version="3.9-IV0", brokers=3, topics=2,
                              partitions=5, replicas=15, offline_by_broker_dir={2: {"Y8UXxSTrSB2pCc9s439Vkw": 3}},
                              offline_reasons={"DIRECTORY_OFFLINE": 3}, leaderless=[("orders", 1)], faults=[])
     return RunSummary(str(tables), str(tables / "_checkpoints" / "replay"), clusters=[cluster])
 
 
-def test_no_arguments_replays_the_bundled_demo_into_the_profile_tables(tmp_path: Path) -> None:
+def test_no_arguments_replays_the_bundled_demo_into_the_profile_tables(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the default tables are ./lakehouse: the demo's disks are loaded there
     calls: list[dict[str, Any]] = []
 
     def fake(inputs: list[Path], config: JobConfig, **kw: Any) -> RunSummary:
-        calls.append({"inputs": inputs, "tables": config.tables, "master": config.spark.master, **kw})
-        return _summary(config.tables)
+        calls.append({"inputs": inputs, "tables": config.tables, "master": config.spark.master,
+                      "cluster_id": config.cluster_id, **kw})
+        return _summary(config.tables, DEMO_CLUSTER_ID)
 
     with patch.object(pipelines.job, "run_with_config", fake):
         result = runner.invoke(app, ["run"])
     assert result.exit_code == 0, result.output
-    assert calls == [{"inputs": [DEMO_INPUT], "tables": Path("lakehouse"), "master": "local[2]", "follow": None}]
-    assert "Y8UXxSTrSB2pCc9s439Vkw" in result.output and "orders-1" in result.output
+    # The demo is named by the cluster id its disks' meta.properties carry, so the two join.
+    assert calls == [{"inputs": [DEMO_INPUT], "tables": Path("lakehouse"), "master": "local[2]",
+                      "cluster_id": DEMO_CLUSTER_ID, "follow": None}]
+    assert "broker 2 /mnt/d1 (Y8UXxSTr…)" in result.output and "orders-1" in result.output
+    assert f"Loaded 6 directories of cluster {DEMO_CLUSTER_ID}" in result.output
     assert "lakehouse" in result.output
+    paths = directory_paths(tmp_path / "lakehouse", DEMO_CLUSTER_ID)
+    assert paths is not None and sorted({loc.path for loc in paths.locations.values()}) == ["/mnt/d1", "/mnt/d2"]
+
+
+def test_dirs_are_read_before_the_run_and_loaded_after_it(tmp_path: Path) -> None:
+    runs: list[Path] = []
+
+    def fake(inputs: list[Path], config: JobConfig, **kw: Any) -> RunSummary:
+        runs.append(config.tables)
+        return _summary(config.tables)
+
+    with patch.object(pipelines.job, "run_with_config", fake):
+        missing = runner.invoke(app, ["run", "--input", str(tmp_path), "--tables", str(tmp_path / "t"), "--dirs",
+                                      str(tmp_path / "nothing"), "--as-root"])
+    assert missing.exit_code == 2 and "no meta.properties found" in missing.stderr and runs == []
+    with patch.object(pipelines.job, "run_with_config", fake):
+        # Without --as-root the disks are recorded by the paths read; the summary's cluster has no inventory.
+        result = runner.invoke(app, ["run", "--input", str(tmp_path), "--tables", str(tmp_path / "t"), "--dirs",
+                                     str(DEMO_LOG_DIRS)])
+    assert result.exit_code == 0, result.output
+    assert "Y8UXxSTrSB2pCc9s439Vkw" in result.stdout and "/mnt/d1 (" not in result.stdout
+    paths = directory_paths(tmp_path / "t", DEMO_CLUSTER_ID)
+    assert paths is not None and all(str(DEMO_LOG_DIRS) in loc.path for loc in paths.locations.values())
 
 
 def test_options_reach_the_job_and_json_is_machine_readable(tmp_path: Path) -> None:
@@ -56,3 +87,16 @@ def test_options_reach_the_job_and_json_is_machine_readable(tmp_path: Path) -> N
     assert seen["config"].cluster_id == "c1"
     doc = json.loads(result.output)
     assert doc["clusters"][0]["offlineByBrokerAndDirectory"] == {"2": {"Y8UXxSTrSB2pCc9s439Vkw": 3}}
+
+
+def test_an_input_without_metadata_is_an_error_not_an_empty_run(tmp_path: Path) -> None:
+    """A mistyped folder, or a broker's data dir holding only meta.properties, must not give a green run with
+    nothing in it; the check comes before any Spark session is started."""
+    empty = tmp_path / "broker-1-data"
+    empty.mkdir()
+    (empty / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
+    with patch.object(pipelines.job, "spark_session", side_effect=AssertionError("Spark must not start")):
+        result = runner.invoke(app, ["run", "--input", str(empty), "--tables", str(tmp_path / "t")])
+    assert result.exit_code == 2, result.output
+    assert "no KRaft metadata under" in result.stderr and str(empty) in result.stderr
+    assert not (tmp_path / "t" / "records").exists(), "no table is created"

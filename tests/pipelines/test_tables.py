@@ -52,3 +52,14 @@ def test_every_table_has_a_cluster_id_and_snake_case_columns() -> None:
     for name, schema in table_schemas().items():
         assert name == name.lower() and schema.names[0] == "cluster_id"
         assert all(n == n.lower() and " " not in n for n in schema.names)
+
+
+def test_record_times_are_written_in_microseconds() -> None:
+    # The operator hands out the batch append time in ms; the column is a µs timestamp (docs/tables.md).
+    row = {"offset": 7, "batch_base_offset": 7, "leader_epoch": 1, "timestamp": 1_700_000_000_123,
+           "type": "NO_OP_RECORD", "version": 0, "data": "{}", "payload": None, "source": "s", "origin": "log",
+           "snapshot_index": None, "applied_offset": 7}
+    no_time = {**row, "offset": 8, "timestamp": None}
+    plan = plan_batch([{"cluster_id": "c", "ord": i, "table": "records", "payload": json.dumps(r)}
+                       for i, r in enumerate([row, no_time])])
+    assert [r["timestamp"] for r in plan.appends["records"]] == [1_700_000_000_123_000, None]
