@@ -6,7 +6,7 @@ It parses arguments, calls the package, prints with rich, and maps errors to exi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -102,6 +102,29 @@ def _tracked(entries: Iterable[StreamEntry], what: str) -> Iterator[StreamEntry]
             if i % 1024 == 0:
                 progress.update(task, completed=i)
             yield entry
+
+
+@contextmanager
+def _batch_progress() -> Iterator[Callable[[Any], None]]:
+    """A callback for the Spark job's micro-batches (:class:`pipelines.job.BatchStats`): a live line on a terminal's
+    stderr, else one line per batch on stderr (a scheduled job's log shows how far a long replay got)."""
+    console = _console(stderr=True)
+    done = {"batches": 0, "rows": 0}
+
+    def line(stats: Any) -> str:
+        done["batches"] += 1
+        done["rows"] += stats.rows
+        return (f"micro-batch {stats.batch_id}: {stats.rows:,} rows in {stats.seconds:.1f} s "
+                f"(replay {stats.compute_seconds:.1f} s, Delta writes {stats.seconds - stats.compute_seconds:.1f} s); "
+                f"{done['batches']} batches, {done['rows']:,} rows so far")
+
+    if not console.is_terminal:
+        yield lambda stats: console.print(line(stats), highlight=False)
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("replaying on Spark: waiting for the first micro-batch", total=None)
+        yield lambda stats: progress.update(task, description=line(stats))
 
 
 def _runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
@@ -643,10 +666,8 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
         inv = inventory(dirs, as_root=as_root) if dirs else None
         if inv is not None and not inv.rows:
             raise InputError(f"no meta.properties found under {', '.join(str(d) for d in dirs or [])}")
-        # Spark's console output (the Python workers print a line per stateful call) goes to a log beside the
-        # checkpoint; errors still reach stderr.
-        with stdout_to_stderr(config.checkpoint_dir / "spark-stdout.log"):
-            summary = run_with_config(inputs or [DEMO_INPUT], config, follow=follow or None)
+        with stdout_to_stderr(), _batch_progress() as on_batch:
+            summary = run_with_config(inputs or [DEMO_INPUT], config, follow=follow or None, on_batch=on_batch)
         if inv is not None:
             _load_inventory(config.tables, inv, config.cluster_id)
             for finding in inv.all_findings:

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,13 +76,16 @@ def submitted_conf() -> dict[str, str] | None:
 
 
 def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
-                  app_name: str = "kraft-jbod") -> SparkSession:
+                  app_name: str = "kraft-jbod", jvm_log: Path | None = None) -> SparkSession:
     """A session for the job: loopback networking, this interpreter for Python workers, the required conf.
 
     Under spark-submit (:func:`submitted_conf`) spark-submit's settings win: its master and app name are kept
     (``master`` is ignored), a ``spark.*`` key it set is not overridden by ``conf`` (the profile), the launch
     defaults (:data:`LAUNCH_CONF_KEYS`) and the Python interpreter are left to it, and only keys it left unset are
-    taken from ``conf`` and the defaults. :data:`REQUIRED_CONF` is set either way: the job cannot run without it."""
+    taken from ``conf`` and the defaults. :data:`REQUIRED_CONF` is set either way: the job cannot run without it.
+
+    ``jvm_log``: where a JVM started here writes its stdout and stderr — log4j, and the Python workers, which print
+    a line per stateful call: noise in an operator's terminal. Failures still reach the caller as exceptions."""
     submitted = submitted_conf()
     if submitted is None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -98,7 +101,8 @@ def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
         settings = {k: v for k, v in {**defaults, **(conf or {})}.items() if k not in submitted}
     for key, value in {**settings, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _redirect([1, 2], jvm_log) if jvm_log is not None and submitted is None else nullcontext():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if submitted is not None:
         # Say so: an operator who set a master in the profile should see why another one is used.
@@ -178,10 +182,12 @@ def _query_id(checkpoint_dir: Path) -> str:
 class _Sink:
     """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), write it."""
 
-    def __init__(self, make_writer: Any, checkpoint_dir: Path) -> None:
+    def __init__(self, make_writer: Any, checkpoint_dir: Path,
+                 on_batch: Callable[[BatchStats], None] | None = None) -> None:
         self._make_writer = make_writer
         self._checkpoint_dir = checkpoint_dir
         self._writer: TableWriter | None = None
+        self._on_batch = on_batch
         self.stats: list[BatchStats] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -194,6 +200,8 @@ class _Sink:
         written = self._writer.write_batch(batch_id, rows) if rows else {}
         self.stats.append(BatchStats(batch_id, len(rows), written, time.monotonic() - started,
                                      computed - started))
+        if self._on_batch is not None:
+            self._on_batch(self.stats[-1])
 
 
 def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir: str | Path | None = None, *,
@@ -203,7 +211,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             writer_factory: Callable[[str], TableWriter] | None = None, follow: bool = False,
             follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
             stop_when: Callable[[], bool] | None = None,
-            policy: ReadPolicy = "fail") -> RunSummary:
+            policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -212,6 +220,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
     until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
+    ``on_batch`` is called after each micro-batch is written (progress for a long replay).
     """
     if not inputs:
         raise InputError("no input given")
@@ -227,7 +236,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     tables = Path(tables_dir).resolve()
     checkpoint = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else tables / "_checkpoints" / "replay"
     own_session = spark is None
-    session = spark or spark_session(master, conf)
+    jvm_log = checkpoint.parent / "spark-driver.log"
+    session = spark or spark_session(master, conf, jvm_log=jvm_log)
     register(session)
     if writer_factory is not None:
         make_writer = writer_factory
@@ -241,7 +251,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
     # The tables exist from the start, so a run with nothing to do (or a reader right after) finds them.
     make_writer("kraft-jbod:setup").ensure_tables()
-    sink = _Sink(make_writer, checkpoint)
+    sink = _Sink(make_writer, checkpoint, on_batch)
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
                              max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint)
@@ -269,9 +279,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             query.processAllAvailable()
             query.stop()
         if query.exception() is not None:
-            raise JbodError(f"the Spark job failed: {query.exception()}")
+            raise JbodError(f"the Spark job failed: {query.exception()}{_see(jvm_log, own_session)}")
     except StreamingQueryException as e:
-        raise JbodError(f"the Spark job failed: {e}") from e
+        raise JbodError(f"the Spark job failed: {e}{_see(jvm_log, own_session)}") from e
     finally:
         if own_session:
             session.stop()
@@ -279,6 +289,10 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     if (tables / "records").exists():
         summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
     return summary
+
+
+def _see(jvm_log: Path, own_session: bool) -> str:
+    return f" (Spark's own log: {jvm_log})" if own_session and jvm_log.exists() else ""
 
 
 def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary:
@@ -305,33 +319,42 @@ def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary
 
 
 def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: bool | None = None,
-                    timeout_seconds: int | None = None) -> RunSummary:
+                    timeout_seconds: int | None = None,
+                    on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
     """:func:`run_job` with a resolved configuration (``pipelines.config``: CLI > environment > profile)."""
     keep_following = config.trigger is Trigger.CONTINUOUS if follow is None else follow
     return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
                    conf=config.spark.conf, cluster_id=config.cluster_id,
                    max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
-                   follow=keep_following, timeout_seconds=timeout_seconds)
+                   follow=keep_following, timeout_seconds=timeout_seconds, on_batch=on_batch)
 
 
 @contextmanager
-def stdout_to_stderr(log: Path | None = None) -> Iterator[None]:
-    """Send this process's stdout (file descriptor 1, inherited by the JVM and its Python workers) elsewhere while
-    the block runs, so a command's own output on stdout stays machine-readable: to ``log`` (appended) when given —
-    the workers print a line per stateful UDF call there, noise in a terminal — else to stderr. Processes started
-    inside the block (the JVM) keep the redirection after it."""
+def _redirect(fds: Sequence[int], log: Path | None) -> Iterator[None]:
+    """Point file descriptors ``fds`` at ``log`` (appended) or, without one, at stderr while the block runs.
+    Processes started inside the block (the JVM, and the Python workers it forks) keep the redirection."""
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = [os.dup(fd) for fd in fds]
     target = None
     try:
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
             target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(2 if target is None else target, 1)
+        for fd in fds:
+            os.dup2(2 if target is None else target, fd)
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        for fd, copy in zip(fds, saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
         if target is not None:
             os.close(target)
+
+
+def stdout_to_stderr() -> AbstractContextManager[None]:
+    """Send this process's stdout (file descriptor 1) to stderr while the block runs, so a command's own output on
+    stdout stays machine-readable whatever Spark prints."""
+    return _redirect([1], None)

@@ -33,6 +33,7 @@ def test_no_arguments_replays_the_bundled_demo_into_the_profile_tables(tmp_path:
     calls: list[dict[str, Any]] = []
 
     def fake(inputs: list[Path], config: JobConfig, **kw: Any) -> RunSummary:
+        assert callable(kw.pop("on_batch"))
         calls.append({"inputs": inputs, "tables": config.tables, "master": config.spark.master,
                       "cluster_id": config.cluster_id, **kw})
         return _summary(config.tables, DEMO_CLUSTER_ID)
@@ -100,3 +101,21 @@ def test_an_input_without_metadata_is_an_error_not_an_empty_run(tmp_path: Path) 
     assert result.exit_code == 2, result.output
     assert "no KRaft metadata under" in result.stderr and str(empty) in result.stderr
     assert not (tmp_path / "t" / "records").exists(), "no table is created"
+
+
+def test_each_micro_batch_is_reported_on_stderr_as_it_is_written(tmp_path: Path) -> None:
+    """A long replay is not silent: the job's batch callback reaches stderr (one line per batch when stderr is not
+    a terminal, as in a scheduled job's log), and stdout keeps only the summary."""
+
+    def fake(inputs: list[Path], config: JobConfig, **kw: Any) -> RunSummary:
+        for batch_id, rows in enumerate((40, 2)):
+            kw["on_batch"](pipelines.job.BatchStats(batch_id, rows, {}, seconds=1.5, compute_seconds=1.0))
+        return _summary(config.tables)
+
+    with patch.object(pipelines.job, "run_with_config", fake):
+        result = runner.invoke(app, ["run", "--input", str(DEMO_INPUT), "--tables", str(tmp_path / "t"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "micro-batch 0: 40 rows in 1.5 s (replay 1.0 s, Delta writes 0.5 s); 1 batches, 40 rows so far" in (
+        result.stderr)
+    assert "2 batches, 42 rows so far" in result.stderr
+    assert json.loads(result.stdout)["tables"] == str(tmp_path / "t")

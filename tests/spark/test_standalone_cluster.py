@@ -104,5 +104,8 @@ def test_the_job_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> Non
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert {c["clusterId"] for c in summary["clusters"]} == {"on-cluster-log", "on-cluster-jsonl"}
     assert summary["batches"] >= 2
+    # The JVM the job started wrote its own output (log4j, the Python workers' chatter) to a log, not to stderr.
+    driver_log = (tables / "_checkpoints" / "spark-driver.log").read_text()
+    assert "TransformWithStateInPandas" in driver_log and "TransformWithStateInPandas" not in done.stderr
     assert_tables_match_model(tables, [node], "on-cluster-log", step_offsets(log_entries, limit=10))
     assert_tables_match_model(tables, [jsonl], "on-cluster-jsonl", step_offsets(jsonl_entries, limit=10))
