@@ -57,7 +57,7 @@ from jbod_model.directory_id import is_reserved
 from jbod_model.image import MetadataImage
 from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to_text
 from jbod_model.metadata_version import FEATURE_NAME
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, group_batches
 from jbod_model.records.metadata import (
     NO_LEADER,
     BeginTransactionRecord,
@@ -381,15 +381,9 @@ def write_metadata_dir(root: str | Path, entries: Sequence[LogEntry], *, cluster
     part.mkdir(parents=True, exist_ok=True)
     meta = MetaProperties(version=MetaPropertiesVersion.V1, cluster_id=cluster_id, node_id=node_id)
     (root / "meta.properties").write_text(to_text(meta), encoding="utf-8")
-    batches: list[list[LogEntry]] = []
-    for e in entries:
-        if batches and batches[-1][0].batch_base_offset == e.batch_base_offset:
-            batches[-1].append(e)
-        else:
-            batches.append([e])
     segment: SegmentWriter | None = None
     in_segment = 0
-    for batch in batches:
+    for batch in group_batches(entries):
         if segment is None or (records_per_segment is not None and in_segment >= records_per_segment):
             if segment is not None:
                 segment.close()
@@ -410,13 +404,7 @@ def write_metadata_dir(root: str | Path, entries: Sequence[LogEntry], *, cluster
 def append_to_segment(segment: str | Path, entries: Sequence[LogEntry]) -> None:
     """Append entries (one batch per original batch) to an existing segment, as a live log grows."""
     with open(segment, "ab") as f:
-        batch: list[LogEntry] = []
-        for e in entries:
-            if batch and batch[0].batch_base_offset != e.batch_base_offset:
-                f.write(encode_batch(batch, leader_epoch=batch[0].leader_epoch, timestamp=batch[0].timestamp))
-                batch = []
-            batch.append(e)
-        if batch:
+        for batch in group_batches(entries):
             f.write(encode_batch(batch, leader_epoch=batch[0].leader_epoch, timestamp=batch[0].timestamp))
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from jbod_model.records.metadata import Record
 
@@ -23,3 +25,20 @@ class LogEntry:
     leader_epoch: int | None = None
     timestamp: int | None = None
     source: str | None = None
+
+
+E = TypeVar("E", bound=LogEntry)
+
+
+def group_batches(entries: Iterable[E]) -> Iterator[list[E]]:
+    """The record batches of a log, in order: runs of consecutive entries sharing a ``batch_base_offset`` (a batch
+    is what Kafka appends, and replays, atomically). An entry without one — JSONL that does not say — is a batch of
+    its own. Streams: one batch in memory at a time."""
+    batch: list[E] = []
+    for entry in entries:
+        if batch and (entry.batch_base_offset is None or entry.batch_base_offset != batch[0].batch_base_offset):
+            yield batch
+            batch = []
+        batch.append(entry)
+    if batch:
+        yield batch

@@ -35,7 +35,7 @@ from jbod_model.image import MetadataImage
 from jbod_model.invariants import Violation
 from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to_text
 from jbod_model.metadata_version import FEATURE_NAME
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, group_batches
 from jbod_model.records.metadata import ConfigRecord, FeatureLevelRecord, Record, TopicRecord
 from jbod_model.simulator.checks import PropertyViolation
 from jbod_model.simulator.config import SimulationConfig
@@ -376,12 +376,6 @@ def write_result(result: SimulationResult, root: str | Path, *, segment_bytes: i
     writer = OutputWriter(root, result.config, segment_bytes=segment_bytes)
     for item in result.stream:
         writer.write_stream_entry(item)
-    batch: list[LogEntry] = []
-    for entry in result.log:
-        if batch and entry.batch_base_offset != batch[0].batch_base_offset:
-            writer.on_batch(batch, outside=False)
-            batch = []
-        batch.append(entry)
-    if batch:
+    for batch in group_batches(result.log):
         writer.on_batch(batch, outside=False)
     return writer.finish(result, snapshot=snapshot)

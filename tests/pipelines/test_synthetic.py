@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jbod_model.invariants import InvariantTracker, Violation, replica_demoted
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, group_batches
 from jbod_model.records.metadata import (
     NO_LEADER_CHANGE,
     BrokerRegistrationChangeRecord,
@@ -46,19 +46,9 @@ SPECS = {
 }
 
 
-def batches(entries: list[LogEntry]) -> list[list[LogEntry]]:
-    out: list[list[LogEntry]] = []
-    for e in entries:
-        if out and out[-1][0].batch_base_offset == e.batch_base_offset:
-            out[-1].append(e)
-        else:
-            out.append([e])
-    return out
-
-
 def violations(entries: list[LogEntry]) -> list[Violation]:
     tracker = InvariantTracker()
-    found = [v for batch in batches(entries) for v in tracker.feed_batch(batch)]
+    found = [v for batch in group_batches(entries) for v in tracker.feed_batch(batch)]
     assert tracker.image.same_state(replay_entries(entries))
     return found
 
@@ -85,7 +75,7 @@ def test_fencing_moves_leadership_and_isr_away_first() -> None:
     entries = generate(SPECS["busy, fencing often"])
     replayer = Replayer()  # across batches: a transaction may span two
     fences = leaders_moved = 0
-    for batch in batches(entries):
+    for batch in group_batches(entries):
         before = replayer.image
         image = replayer.replay_all(batch)
         fencing = [e for e in batch if isinstance(e.record, BrokerRegistrationChangeRecord)
@@ -112,7 +102,7 @@ def test_unfencing_lets_leaderless_partitions_elect() -> None:
     """``handleBrokerUnfenced``: the unfencing record first, then leaderless partitions may elect the broker."""
     entries = generate(SPECS["busy, fencing often"])
     kinds: Counter[str] = Counter()
-    for batch in batches(entries):
+    for batch in group_batches(entries):
         first = batch[0].record
         if isinstance(first, BrokerRegistrationChangeRecord) and first.fenced == UNFENCE:
             kinds["unfence"] += 1

@@ -16,7 +16,7 @@ turns every replica MIGRATING, deletions, fencing) and hypothesis' ``valid_strea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -27,7 +27,7 @@ from jbod_model.directory_id import UNASSIGNED
 from jbod_model.image import MetadataImage
 from jbod_model.invariants import InvariantTracker, replica_pending_placement
 from jbod_model.metadata_version import FEATURE_NAME
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, group_batches
 from jbod_model.records.metadata import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -89,16 +89,6 @@ class _Reference:
         return overdue
 
 
-def _batches(entries: Iterable[LogEntry]) -> list[list[LogEntry]]:
-    out: list[list[LogEntry]] = []
-    for e in entries:
-        if out and e.batch_base_offset is not None and out[-1][0].batch_base_offset == e.batch_base_offset:
-            out[-1].append(e)
-        else:
-            out.append([e])
-    return out
-
-
 def assert_tracker_matches_reference(batches: Sequence[Sequence[LogEntry]], max_offsets: int | None,
                                      max_ms: int | None) -> int:
     """Feed both, compare after every batch; returns how many I12 warnings were compared (to show it is not
@@ -137,7 +127,7 @@ def test_simulated_runs_agree_with_the_reference(bounds: tuple[int | None, int |
     warned = 0
     for log in logs:
         assert log is not None
-        warned += assert_tracker_matches_reference(_batches(log), *bounds)
+        warned += assert_tracker_matches_reference(list(group_batches(log)), *bounds)
     assert warned > 0, "the bounds are small enough to raise warnings"
 
 

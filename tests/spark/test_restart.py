@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from support import assert_tables_match_model, snapshot_tables, step_offsets
 
 from jbod_model.errors import JbodError
+from jbod_model.records.entry import group_batches
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from jbod_model.storage.log_writer import encode_batch
 from pipelines.job import run_job
@@ -22,19 +23,9 @@ from pipelines.tables import DeltaRsWriter, TableWriter
 SPEC = SyntheticSpec(seed=3, operations=50)
 
 
-def _batches(entries: Sequence[Any]) -> list[list[Any]]:
-    out: list[list[Any]] = []
-    for e in entries:
-        if out and out[-1][0].batch_base_offset == e.batch_base_offset:
-            out[-1].append(e)
-        else:
-            out.append([e])
-    return out
-
-
 def test_restart_while_the_log_grows(spark: SparkSession, tmp_path: Path) -> None:
     entries = generate(SPEC)
-    batches = _batches(entries)
+    batches = list(group_batches(entries))
     first, second, third = batches[: len(batches) // 3], batches[len(batches) // 3: 2 * len(batches) // 3], \
         batches[2 * len(batches) // 3:]
     node = tmp_path / "in" / "node-1"
