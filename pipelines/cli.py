@@ -616,6 +616,8 @@ def _print_run_summary(summary: Any) -> None:
                           highlight=False)
         else:
             console.print("No leaderless partition.")
+        for gap in c.gaps:
+            console.print(f"[yellow]log gap:[/] {gap}", highlight=False)
         for fault in c.faults:
             console.print(f"[bold red]replay stopped:[/] {fault}", highlight=False)
     console.print(f"Tables: {summary.tables_dir} (checkpoint {summary.checkpoint_dir}). Read them through the Delta "

@@ -140,6 +140,8 @@ class ClusterSummary:
     #: ``(topic name, partition id)`` of partitions without a leader.
     leaderless: list[tuple[str, int]]
     faults: list[str]
+    #: ``log_gaps`` messages: offsets Kafka deleted before the job read them (it re-bootstrapped from a snapshot).
+    gaps: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -165,7 +167,7 @@ class RunSummary:
                               "offlineByBrokerAndDirectory": {str(b): d for b, d in c.offline_by_broker_dir.items()},
                               "offlineReasons": c.offline_reasons,
                               "leaderlessPartitions": [{"topic": t, "partition": p} for t, p in c.leaderless],
-                              "faults": c.faults}
+                              "faults": c.faults, "gaps": c.gaps}
                              for c in self.clusters]}
 
 
@@ -311,11 +313,13 @@ def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary
     quoted = cluster_id.replace("'", "''")
     faults = [str(r["message"]) for r in read_table(tables_dir, "replay_faults",
                                                      f"cluster_id = '{quoted}'").to_pylist()]
+    gap_rows = read_table(tables_dir, "log_gaps", f"cluster_id = '{quoted}'").to_pylist()
+    gaps = [str(r["message"]) for r in sorted(gap_rows, key=lambda r: r["first_missing_offset"])]
     return ClusterSummary(cluster_id=cluster_id, last_offset=image["lastOffset"],
                           metadata_version=image["metadataVersion"], brokers=len(image["brokers"]),
                           topics=len(image["topics"]), partitions=len(image["partitions"]),
                           replicas=len(image["replicas"]), offline_by_broker_dir=offline, offline_reasons=reasons,
-                          leaderless=leaderless, faults=faults)
+                          leaderless=leaderless, faults=faults, gaps=gaps)
 
 
 def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: bool | None = None,

@@ -80,7 +80,10 @@ def test_a_job_stopped_past_retention_re_bootstraps_from_the_snapshot(spark: Spa
     removed_topics = {str(t) for t in set(before.topics.by_id) - set(snapshot.topics.by_id)}
     offline_ended = _ended(_offline(entries[:first_end]), _offline(entries[:snap]))
 
-    run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
+    summary = run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
+    # The run's summary tells the operator (jbod run prints these as "log gap: …").
+    [cluster] = summary.clusters
+    assert len(cluster.gaps) == 1 and str(first_end) in cluster.gaps[0]
 
     # From the snapshot on, the tables are a fresh replay of the snapshot plus the tail (the model reads the
     # latest snapshot and the log after it) …
