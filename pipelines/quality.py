@@ -48,6 +48,7 @@ LogDirs list is "no change" (change records) or "all online" (pre-3.7-IV2 regist
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -965,48 +966,45 @@ def _f_replica_directory_history(b: _Build) -> Frame:
 
 
 def _f_log_violations(b: _Build) -> Frame:
-    """The bronze records through the model's step checks (``InvariantTracker``), batch by batch."""
+    """The bronze records through the model's step checks (``InvariantTracker``), batch by batch. A snapshot in the
+    records — the one the stream started from, or one it re-bootstrapped from after Kafka deleted segments it had
+    not read (``log_gaps``) — restarts the checks from the snapshot's image, as the job's replay restarted there."""
     # Stable, with the snapshot's order: a snapshot's records share one offset, and replaying them out of order
     # (a PartitionRecord before its TopicRecord) is a fault.
     recs = b.tables.table("records").sort_values(["offset", "snapshot_index"], kind="stable")
-    snap = recs[recs["origin"] == "snapshot"]
     # NoOps only fill batches of their own: no step check reads them.
-    log = recs[(recs["origin"] != "snapshot") & (recs["type"] != "NO_OP_RECORD")]
-    image = None
-    if not snap.empty:
-        first = int(snap["offset"].min())
-        entries = [LogEntry(offset=first, record=rec) for r in snap[snap["offset"] == first].itertuples()
-                   if (rec := b.record(r)) is not None]
-        image = replay_entries(entries)
-        log = log[log["offset"] > first]
+    recs = recs[recs["type"] != "NO_OP_RECORD"]
     # Step checks only: the history (I12, I21, I9's warning) is the history suite's, from the history tables.
     options: dict[str, Any] = {"image_checks": False, "history_checks": False}
-    tracker = (inv.InvariantTracker(image, **options) if image is not None else inv.InvariantTracker(**options))
+    tracker = inv.InvariantTracker(**options)
     wanted = set(LOG_INVARIANTS)
     found: list[inv.Violation] = []
-    batch: list[LogEntry] = []
     note: str | None = None
-    checked = batches = 0
-    ms = _ms(log["timestamp"]) if not log.empty else pd.Series([], dtype="Int64")
+    checked = batches = snapshots = 0
+    started_from_snapshot = False
+    ms = _ms(recs["timestamp"]) if not recs.empty else pd.Series([], dtype="Int64")
+
+    def group_key(item: tuple[Any, Any]) -> tuple[str, int]:
+        # A snapshot's records are one group; a record without a batch base offset (JSONL) is a batch of its own.
+        r = item[0]
+        if r.origin == "snapshot":
+            return "snapshot", int(r.offset)
+        base = _opt_int(r.batch_base_offset)
+        return "log", int(r.offset) if base is None else base
+
     try:
-        for r, stamp in zip(log.itertuples(), ms, strict=True):
-            rec = b.record(r)
-            if rec is None:
-                continue
-            # A record without a batch base offset (JSONL without one) is a batch of its own.
-            base = _opt_int(r.batch_base_offset)
-            entry = LogEntry(offset=int(r.offset), record=rec, batch_base_offset=int(r.offset) if base is None
-                             else base, leader_epoch=_opt_int(r.leader_epoch), timestamp=_opt_int(stamp),
-                             source=r.source)
-            if batch and batch[0].batch_base_offset != entry.batch_base_offset:
-                found += tracker.feed_batch(batch)
+        for (kind, _), group in itertools.groupby(zip(recs.itertuples(), ms, strict=True), key=group_key):
+            entries = [LogEntry(offset=int(r.offset), record=rec, batch_base_offset=_opt_int(r.batch_base_offset),
+                                leader_epoch=_opt_int(r.leader_epoch), timestamp=_opt_int(stamp), source=r.source)
+                       for r, stamp in group if (rec := b.record(r)) is not None]
+            if kind == "snapshot":
+                tracker = inv.InvariantTracker(replay_entries(entries), **options)
+                started_from_snapshot = started_from_snapshot or (snapshots == 0 and batches == 0)
+                snapshots += 1
+            elif entries:
+                found += tracker.feed_batch(entries)
                 batches += 1
-                batch = []
-            batch.append(entry)
-            checked += 1
-        if batch:
-            found += tracker.feed_batch(batch)
-            batches += 1
+                checked += len(entries)
     except ReplayFault as fault:
         # The job applied these records, so the model should too; if not, every result says where the check stopped.
         note = f"; the step checks stopped there: {fault}"
@@ -1019,7 +1017,10 @@ def _f_log_violations(b: _Build) -> Frame:
     return Frame("log_violations", _frame(rows, cols),
                  ("row", "offset", "topic_id", "partition_id", "broker_id", "directory"), ("message",),
                  note=f"{checked} records in {batches} batches re-checked by jbod_model's step checks"
-                      + ("" if image is None else " (from the snapshot the replay started with)") + (note or ""))
+                      + (" (from the snapshot the replay started with)" if started_from_snapshot else "")
+                      + (f" (restarted at {restarts} re-bootstrap snapshot(s))"
+                         if (restarts := snapshots - started_from_snapshot) else "")
+                      + (note or ""))
 
 
 # -- external inputs

@@ -19,6 +19,7 @@ from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from pipelines.job import run_job
+from pipelines.quality import run_checks
 from pipelines.synthetic import SyntheticSpec, generate, write_metadata_dir
 from pipelines.tables import as_of_image, offline_intervals, read_table
 
@@ -113,3 +114,10 @@ def test_a_job_stopped_past_retention_re_bootstraps_from_the_snapshot(spark: Spa
     # Nothing new: nothing written twice.
     summary = run_job([tmp_path / "in"], tables, checkpoint, spark=spark)
     assert sum(b.rows for b in summary.batches) == 0
+    # The data-quality step checks restart at the re-bootstrap snapshot instead of stopping at the gap.
+    run = run_checks(tables, cluster="gap", suites=("log",), docs=False)
+    logged = [r for r in run.results if r.suite == "log"]
+    assert logged and all(r.status in ("passed", "skipped") for r in logged), [(r.expectation, r.note) for r in logged]
+    notes = {r.note for r in logged if r.status == "passed"}
+    assert any("restarted at 1 re-bootstrap snapshot(s)" in (n or "") for n in notes), notes
+    assert not any("stopped there" in (n or "") for n in notes), notes
