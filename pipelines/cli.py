@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from inspect import getdoc
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -687,6 +688,20 @@ _register_simulate(app)
 _register_check(app)
 _register_maintain(app)
 _register_notebook(app)
+
+
+def _one_line_short_helps(*apps: typer.Typer) -> None:
+    """Each command's line in ``jbod --help``: its docstring's first paragraph joined into one line. (In rich markup
+    mode typer keeps the docstring's line breaks, so a paragraph wrapped at 120 columns in the source would be
+    broken again, mid-sentence, in the command list.)"""
+    for sub in apps:
+        for info in sub.registered_commands:
+            if info.short_help is None and info.callback is not None:
+                doc = info.help or getdoc(info.callback) or ""
+                info.short_help = " ".join(doc.split("\n\n")[0].split())
+
+
+_one_line_short_helps(app, jobs_app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
