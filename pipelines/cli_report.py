@@ -39,7 +39,14 @@ from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps
-from jbod_model.report import DirectoryPaths, ReportHistory, ReportTracker, build_report, run_and_track
+from jbod_model.report import (
+    DirectoryPaths,
+    JbodReport,
+    ReportHistory,
+    ReportTracker,
+    build_report,
+    run_and_track,
+)
 from jbod_model.sources import open_inputs
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamRunner
@@ -165,6 +172,54 @@ def _write_html(path: Path, html: str) -> None:
         raise InputError(f"cannot write the HTML report to {path}: {e.strerror or e}") from None
 
 
+def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | None, *, html: Path | None,
+                  as_json: bool) -> None:
+    """``--all-clusters``: every cluster's report (a cluster with nothing by ``--as-of`` is left out, and said so)."""
+    from pipelines.cli import _console, _table  # noqa: PLC0415
+    from pipelines.report_render import (  # noqa: PLC0415
+        fleet_rows,
+        render_fleet_html,
+        render_html,
+        render_terminal,
+        report_to_json,
+    )
+    from pipelines.tables import clusters  # noqa: PLC0415
+
+    reports: dict[str, JbodReport] = {}
+    skipped: list[str] = []
+    for cid in clusters(tables):
+        try:
+            data, _ = load_from_tables(tables, cid, None, as_of)
+        except InputError as e:
+            skipped.append(str(e))
+            continue
+        for line in data.skipped:
+            _console(stderr=True).print(f"[yellow]cluster {cid}:[/] {line}", highlight=False)
+        reports[cid] = build_report(data.image, paths=directory_paths_for(tables, cid, explicit), history=data.history)
+    for line in skipped:
+        _console(stderr=True).print(f"[yellow]not reported:[/] {line}", highlight=False)
+    if not reports:
+        raise InputError(f"no cluster of {tables} has anything to report")
+    rows = fleet_rows(reports)
+    if html is not None:
+        try:
+            html.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--html with --all-clusters names a directory; cannot create {html}: "
+                             f"{e.strerror or e}") from None
+        for row in rows:
+            _write_html(html / row.page, render_html(row.report, title=f"kraft-jbod report · cluster {row.cluster}"))
+        _write_html(html / "index.html", render_fleet_html(rows, skipped=skipped, as_of=as_of))
+        _console(stderr=True).print(f"wrote {html / 'index.html'} and {len(rows)} cluster pages", highlight=False)
+    if as_json:
+        print(dumps({"clusters": [{"clusterId": r.cluster, "report": report_to_json(r.report)} for r in rows],
+                     "notReported": skipped}))
+        return
+    for row in rows:
+        _console().rule(f"cluster {row.cluster}")
+        render_terminal(row.report, _console(), _table)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``report`` to ``app``."""
 
@@ -188,6 +243,9 @@ def register(app: typer.Typer) -> None:
         as_of: Annotated[str | None, typer.Option(
             "--as-of", help="With --tables: report as of a time (ISO 8601, UTC unless it says otherwise): the last "
                             "offset whose batch was appended by then.", metavar="TIME", show_default=False)] = None,
+        all_clusters: Annotated[bool, typer.Option(
+            "--all-clusters", help="With --tables: one report per cluster, worst first (a fleet); with --html DIR, "
+                                   "one page per cluster and an index.html ranking them.")] = False,
         dirs: Annotated[list[Path] | None, typer.Option(
             "--dirs", help="meta.properties files, log dirs or folders holding them, to name disks by path "
                            "(repeat for several; with --tables they win over dir_inventory).",
@@ -225,6 +283,12 @@ def register(app: typer.Typer) -> None:
                          input_only={"--until-offset": until_offset, "--full-log": full_log,
                                      "--policy": None if policy == "fail" else policy})
             explicit, inv = load_paths(dirs, as_root=as_root)
+            if all_clusters:
+                if tables is None or cluster is not None or as_of_offset is not None:
+                    raise InputError("--all-clusters reports every cluster of --tables: not with INPUT, --cluster "
+                                     "or --as-of-offset (offsets are per cluster; --as-of TIME works for all)")
+                _fleet_report(tables, as_of, explicit, html=html, as_json=as_json)
+                return
             cid: str | None = None
             if tables is not None:
                 data, cid = load_from_tables(tables, cluster, as_of_offset, as_of)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -524,3 +526,44 @@ def render_html(report: JbodReport, *, title: str = "kraft-jbod report") -> str:
         report=report, title=title, summary=summary_line(report).splitlines(),
         heatmap=_data_uri(disk_heatmap_png(report)), series=_data_uri(offline_series_png(report)),
         generated=datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), DiskState=DiskState)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A fleet: one page per cluster and an index
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRow:
+    """One cluster of a fleet report: its id, its page (a file name beside the index) and its report."""
+
+    cluster: str
+    page: str
+    report: JbodReport
+
+
+def page_name(cluster: str) -> str:
+    """A file name for a cluster's page: Kafka cluster ids are URL-safe base64, but ids given to JSONL or dump text
+    inputs may be anything, so every other character becomes ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", cluster).lstrip(".") + ".html"
+
+
+def fleet_rows(reports: Mapping[str, JbodReport]) -> list[FleetRow]:
+    """The clusters worst first — what an on-call reads top down: leaderless partitions (unavailable), then offline
+    replicas, open incidents, partitions under min ISR, pending placements; ties by cluster id."""
+    def badness(item: tuple[str, JbodReport]) -> tuple[int, int, int, int, int, str]:
+        s = item[1].summary
+        return (-s.leaderless_partitions, -s.offline_replicas, -s.open_incidents, -s.under_min_isr_partitions,
+                -s.pending_placements, item[0])
+
+    return [FleetRow(cid, page_name(cid), r) for cid, r in sorted(reports.items(), key=badness)]
+
+
+def render_fleet_html(rows: Sequence[FleetRow], *, skipped: Sequence[str] = (), as_of: str | None = None,
+                      title: str = "kraft-jbod fleet report") -> str:
+    """The index page of a fleet report: one row per cluster (as :func:`fleet_rows` orders them) with its headline
+    counts and offline disks, linking to its own page."""
+    troubled = sum(1 for r in rows if r.report.summary.offline_replicas or r.report.summary.leaderless_partitions
+                   or r.report.summary.open_incidents)
+    return _environment().get_template("fleet.html.j2").render(
+        rows=rows, troubled=troubled, skipped=skipped, as_of=as_of, title=title,
+        generated=datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))

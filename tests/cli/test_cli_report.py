@@ -20,10 +20,12 @@ from jbod_model.records.metadata import (
     RegisterBrokerRecord,
     TopicRecord,
 )
+from jbod_model.report import build_report
 from jbod_model.stream import entry_to_line
 from jbod_model.uuid import Uuid
 from pipelines.cli import EXIT_INPUT
 from pipelines.cli_report import load_from_inputs, load_from_records, register
+from pipelines.report_render import fleet_rows, page_name, render_fleet_html
 
 runner = CliRunner(env={"COLUMNS": "200"})
 DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
@@ -172,3 +174,22 @@ def test_bad_dirs_and_unwritable_html_exit_with_an_input_error(tmp_path: Path) -
     assert result.exit_code == EXIT_INPUT and "no meta.properties found" in result.output
     result = runner.invoke(make_app(), ["report", str(DEMO), "--html", str(tmp_path / "no" / "such" / "r.html")])
     assert result.exit_code == EXIT_INPUT and "cannot write the HTML report" in result.output
+
+
+def test_fleet_rows_put_the_worst_cluster_first_and_pages_are_safe_file_names(tmp_path: Path) -> None:
+    failed = build_report(load_from_inputs([DEMO]).image)
+    lines = DEMO.read_text().splitlines()
+    # The same cluster before broker 2's heartbeat first reports its failed disk: nothing offline.
+    failure = next(i for i, line in enumerate(lines) if '"offlineLogDirs":["' in line)
+    before = tmp_path / "before.jsonl"
+    before.write_text("\n".join(lines[:failure]) + "\n")
+    healthy = build_report(load_from_inputs([before]).image)
+    assert failed.summary.offline_replicas and not healthy.summary.offline_replicas
+    rows = fleet_rows({"a-healthy": healthy, "z-failed": failed, "b-healthy": healthy})
+    assert [r.cluster for r in rows] == ["z-failed", "a-healthy", "b-healthy"]
+    assert page_name("ZRMnDiaeTTeyp03kUua0OA") == "ZRMnDiaeTTeyp03kUua0OA.html"
+    assert page_name("../etc/x y") == "_etc_x_y.html"
+    html = render_fleet_html(rows, skipped=["cluster q has no record at or before …"])
+    assert html.index('href="z-failed.html"') < html.index('href="a-healthy.html"')
+    assert "3 clusters · 1 with offline replicas" in html and "cluster q has no record" in html
+    assert "<script" not in html and "http" not in html.replace("http-equiv", "")

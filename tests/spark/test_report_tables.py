@@ -237,3 +237,33 @@ def test_as_of_a_time_is_the_last_offset_appended_by_then(lake: Lake) -> None:
     assert result.exit_code == 2 and "no record at or before" in result.stderr
     both = runner.invoke(app, ["image", *base, "--as-of", too_early, "--as-of-offset", "3"])
     assert both.exit_code == 2 and "not both" in both.stderr
+
+
+def test_all_clusters_is_each_clusters_own_report_worst_first(lake: Lake, tmp_path: Path) -> None:
+    """``--all-clusters``: a fleet of three clusters in one set of tables — each cluster's report is exactly its own
+    ``--cluster`` report, worst first (leaderless partitions, then offline replicas, open incidents, under min ISR,
+    pending placements), and ``--html DIR`` writes one page per cluster plus an index linking them in that order."""
+    out = tmp_path / "fleet"
+    doc = _json(["report", "--tables", str(lake.tables), "--all-clusters", "--json", "--html", str(out)])
+    got = {c["clusterId"]: c["report"] for c in doc["clusters"]}
+    assert set(got) == {DEMO_CLUSTER_ID, lake.sim_cluster, TRUNCATED} and doc["notReported"] == []
+    for cid, report in got.items():
+        assert report == _report_tables(lake, cid), cid
+    def badness(cid: str) -> tuple[int, ...]:
+        s = got[cid]["summary"]
+        return (-s["leaderlessPartitions"], -s["offlineReplicas"], -s["openIncidents"], -s["underMinIsrPartitions"],
+                -s["pendingPlacements"])
+
+    order = [c["clusterId"] for c in doc["clusters"]]
+    assert order == sorted(got, key=lambda c: (badness(c), c))
+    assert got[order[0]]["summary"]["leaderlessPartitions"] > 0, "the simulated failure left a partition leaderless"
+    assert order[-1] == DEMO_CLUSTER_ID, "the demo's failure left no partition leaderless"
+    index = (out / "index.html").read_text()
+    positions = [index.index(f'href="{c["clusterId"]}.html"') for c in doc["clusters"]]
+    assert positions == sorted(positions)
+    for cid in got:
+        page = (out / f"{cid}.html").read_text()
+        assert f"cluster {cid}" in page and page.count("data:image/png;base64,") >= 1
+    assert "broker 2 /mnt/d1" in index, "offline disks are named by path in the index"
+    wrong = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters", "--cluster", TRUNCATED])
+    assert wrong.exit_code == 2 and "--all-clusters" in wrong.stderr
