@@ -649,6 +649,10 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
         as_root: Annotated[bool, typer.Option(
             "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root (see jbod dirs).")
                            ] = False,
+        policy: Annotated[str | None, typer.Option(
+            "--policy", help="On undecodable input: 'fail' (naming the file and offsets), or 'skip' it, keep every "
+                             "good record and write a log_gaps row per skipped range (profile: read_policy, "
+                             "fail).", show_default=False)] = None,
         as_json: JsonOpt = False) -> None:
     """Replay KRaft metadata on Spark into Delta tables (structured streaming, stateful, exactly once) and print
     where replicas went offline. With no input, the bundled demo cluster with a disk failure is replayed, and its
@@ -658,7 +662,8 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
 
     with _fail():
         config = resolve_config(conf, cli={"tables": tables, "cluster_id": cluster_id,
-                                           "max_entries_per_batch": max_entries_per_batch, "spark.master": master})
+                                           "max_entries_per_batch": max_entries_per_batch, "spark.master": master,
+                                           "read_policy": None if policy is None else _policy(policy)})
         if inputs is None:
             # The demo: its cluster named as its disks name it, each broker's copy read as that broker's root.
             if config.cluster_id is None:

@@ -98,8 +98,10 @@ class InputRow:
     """One entry of a cluster's input stream as the source emits it (the columns of ``source.INPUT_SCHEMA``).
 
     ``kind`` is ``record`` (a committed metadata record), ``snapshot`` (a record of the snapshot the stream starts
-    or re-bootstraps from; ``offset`` local to the snapshot file, ``snapshot_end`` its end offset) or ``request`` (a
-    controller request of a canonical JSONL stream). ``seq`` orders a cluster's rows; ``timestamp`` is in ms.
+    or re-bootstraps from; ``offset`` local to the snapshot file, ``snapshot_end`` its end offset), ``request`` (a
+    controller request of a canonical JSONL stream) or ``gap`` (offsets ``gap_from .. gap_last`` of the log could not
+    be read and were skipped under policy ``skip``; ``source`` the file(s) that held them, ``message`` why; no
+    record). ``seq`` orders a cluster's rows; ``timestamp`` is in ms.
     """
 
     cluster_id: str
@@ -121,6 +123,10 @@ class InputRow:
     #: the first offset the stream never read. The offsets ``gap_from .. snapshot_end - 1`` are known only through
     #: the snapshot. None otherwise (the snapshot a stream starts from is no gap).
     gap_from: int | None = None
+    #: On a ``gap`` row: the last offset that could not be read (``gap_from`` is the first).
+    gap_last: int | None = None
+    #: On a ``gap`` row: what was skipped and why, for the ``log_gaps`` table.
+    message: str | None = None
 
     def as_tuple(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))

@@ -98,6 +98,9 @@ class JobConfig(_Strict):
     trigger: Trigger = Trigger.AVAILABLE_NOW
     max_entries_per_batch: int | None = Field(default=None, ge=1)
     cluster_id: str | None = None
+    #: On undecodable input (a batch whose CRC fails, a torn segment tail): ``fail`` stops the job naming the file
+    #: and offsets; ``skip`` skips those offsets, keeps every good record and writes a ``log_gaps`` row per range.
+    read_policy: Literal["fail", "skip"] = "fail"
     spark: SparkSettings = Field(default_factory=SparkSettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
@@ -116,6 +119,7 @@ ENV_KEYS: Mapping[str, str] = {
     "JBOD_TRIGGER": "trigger",
     "JBOD_MAX_ENTRIES_PER_BATCH": "max_entries_per_batch",
     "JBOD_CLUSTER_ID": "cluster_id",
+    "JBOD_READ_POLICY": "read_policy",
     "JBOD_SPARK_MASTER": "spark.master",
     "JBOD_MAINTENANCE_RETENTION_HOURS": "maintenance.retention_hours",
     "JBOD_MAINTENANCE_OPTIMIZE": "maintenance.optimize",

@@ -140,7 +140,8 @@ class ClusterSummary:
     #: ``(topic name, partition id)`` of partitions without a leader.
     leaderless: list[tuple[str, int]]
     faults: list[str]
-    #: ``log_gaps`` messages: offsets Kafka deleted before the job read them (it re-bootstrapped from a snapshot).
+    #: ``log_gaps`` messages: offsets Kafka deleted before the job read them (it re-bootstrapped from a snapshot), and
+    #: offsets skipped as unreadable (policy ``skip``).
     gaps: list[str] = field(default_factory=list)
 
 
@@ -330,7 +331,8 @@ def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: 
     return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
                    conf=config.spark.conf, cluster_id=config.cluster_id,
                    max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
-                   follow=keep_following, timeout_seconds=timeout_seconds, on_batch=on_batch)
+                   follow=keep_following, timeout_seconds=timeout_seconds, policy=config.read_policy,
+                   on_batch=on_batch)
 
 
 @contextmanager

@@ -312,6 +312,14 @@ class RowSink:
             "message": f"offsets {gap_from}..{snapshot_end - 1} were deleted from the log before the job read them; "
                        f"re-bootstrapped from the snapshot ending at offset {snapshot_end} ({changed} rows changed)"})
 
+    def skipped(self, row: Mapping[str, Any]) -> None:
+        """A ``log_gaps`` row for a source ``gap`` row: offsets the source could not read and skipped (policy
+        ``skip``). No snapshot stood in for them and nothing changed at them: replay goes on after the gap."""
+        self.add("log_gaps", {
+            "first_missing_offset": _opt_int(row["gap_from"]), "last_missing_offset": _opt_int(row["gap_last"]),
+            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
+            "dropped_records": 0, "message": row["message"]})
+
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
         self.add("replay_faults", {"seq": seq, "offset": offset, "source": source,
                                    "error": type(fault).__name__, "message": str(fault)})
@@ -391,6 +399,12 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
     row: dict[str, Any] = {}
     try:
         for row in records:
+            if row["kind"] == "gap":
+                if snapshot:
+                    load_snapshot()
+                    snapshot = []
+                sink.skipped(row)
+                continue
             if row["kind"] == "snapshot":
                 snapshot.append(_log_entry(row))
                 snapshot_end = int(row["snapshot_end"])

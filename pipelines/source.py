@@ -21,7 +21,8 @@ emitted twice.
 
 Options: ``paths`` (JSON list), ``clusterId``, ``clusterIds``, ``maxEntriesPerBatch`` (per cluster and micro-batch;
 Spark's Python sources have no admission control, so the reader caps ``latestOffset`` itself — used by the contract
-tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batches), ``checkpointLocation`` (the
+tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batches; ``skip`` emits one
+``kind = "gap"`` row per skipped range), ``checkpointLocation`` (the
 query's checkpoint: Spark asks a restarted reader for its latest offset before saying where the stream stands, so
 the reader reads the start from the checkpoint's offset log to apply the cap), ``endOffsets`` (JSON offsets the
 stream stops at: ``AvailableNow`` for a source without admission control).
@@ -194,6 +195,11 @@ def _latest_log(ci: ClusterInput, current: Position, cap: int | None, tails: Tai
         begin = snap
     available = max(begin, end if end is not None else begin)
     target = available if cap is None else min(available, begin + cap)
+    log_start = _log_start(copies)
+    if log_start is not None and begin < log_start <= available:
+        # Offsets Kafka deleted that no snapshot covers hold no entry to cap: one range takes them whole, so the
+        # reader reports the run once (a range that starts inside a deleted run cannot tell it was reported).
+        target = max(target, log_start)
     return {"next": target, "snap": snap}
 
 
@@ -325,6 +331,7 @@ def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPol
 def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> Iterator[InputRow]:
     log = MetadataLog.open(list(ci.paths))
     first = start["next"]
+    from_snapshot = False
     if end["snap"] >= 0 and end["snap"] != start["snap"]:
         # A range whose end names another snapshot than its start begins with that snapshot: the stream's start
         # (``first`` is -1), or a re-bootstrap after the log was truncated past ``first`` (see _latest_log).
@@ -339,38 +346,97 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
             yield entry_to_row(ci.cluster_id, "snapshot", base + i, snap_entry, snapshot_end=snapshot.end_offset,
                                gap_from=gap_from)
         first = snapshot.end_offset
+        from_snapshot = True
     first = max(first, 0)
     if first >= end["next"]:
         return
     # "skip" while reading: the active segment may end in a batch still being written, beyond ``end``; the offsets
-    # asked for are checked below instead, under the caller's policy.
+    # asked for are checked below instead, under the caller's policy. The read goes on to the first offset at or
+    # past ``end``: a run of unreadable offsets that ``end`` cuts is reported whole, here, up to where it ends.
     report = ReadReport()
     expected = first
-    for entry in log.log_entries(start_offset=first, until_offset=end["next"], policy="skip", report=report,
-                                 include_control=True):
+    after: int | None = None
+    for entry in log.log_entries(start_offset=first, policy="skip", report=report, include_control=True):
+        if entry.offset >= end["next"]:
+            after = entry.offset
+            break
         if entry.offset != expected:
-            _missing(ci, log, expected, entry.offset, policy)
+            yield from _unread(ci, log, report, expected, entry.offset, policy, at_range_start=(
+                expected == first and not from_snapshot))
         expected = entry.offset + 1
         if isinstance(entry, LogEntry):
             yield entry_to_row(ci.cluster_id, "record", entry.offset, entry)
-    if expected != end["next"]:
-        _missing(ci, log, expected, end["next"], policy)
+    if expected < end["next"]:
+        yield from _unread(ci, log, report, expected, after if after is not None else end["next"], policy,
+                           at_range_start=expected == first and not from_snapshot)
 
 
-def _missing(ci: ClusterInput, log: MetadataLog, first: int, until: int, policy: ReadPolicy) -> None:
-    if policy == "skip":
-        return
+def _unread(ci: ClusterInput, log: MetadataLog, report: ReadReport, first: int, until: int, policy: ReadPolicy, *,
+            at_range_start: bool) -> Iterator[InputRow]:
+    """Offsets ``first .. until - 1`` could not be read: a :class:`DecodeError` naming them and the file under
+    policy ``fail``; under ``skip`` one ``gap`` row, unless an earlier range already reported the run."""
     log_start = _log_start(log.copies)
-    if log_start is not None and first < log_start:
+    deleted = log_start is not None and first < log_start
+    if policy == "fail" and deleted:
         snapshots = sorted({s.end_offset for s in log.snapshots})
+        assert log_start is not None
         raise DecodeError(f"cluster {ci.cluster_id}: offsets {first}..{min(until, log_start) - 1} were deleted from "
                           f"{', '.join(ci.paths)} before the stream read them (the log now starts at offset "
                           f"{log_start}: the job was stopped longer than metadata.max.retention.ms), and no "
                           "snapshot the log continues from covers them (snapshot end offsets: "
                           f"{', '.join(map(str, snapshots)) or 'none'}); replay into new tables from a fresh "
                           "checkpoint, or run with policy 'skip'")
-    raise DecodeError(f"cluster {ci.cluster_id}: offsets {first}..{until - 1} cannot be read from "
-                      f"{', '.join(ci.paths)} (corrupt, or the log was truncated under the stream)")
+    where = _where(log, report, first, until)
+    if policy == "fail":
+        raise DecodeError(f"cluster {ci.cluster_id}: offsets {first}..{until - 1} cannot be read from {where} "
+                          "(corrupt, or the log was truncated under the stream); run with policy 'skip' to skip "
+                          "them and keep every other record")
+    if at_range_start and _continues_a_run(log, first, log_start):
+        return  # the range before this one ended inside the run and reported it up to its end
+    why = (f"were deleted from the log before the job read them and no snapshot covers them (the log now starts at "
+           f"offset {log_start})" if deleted else f"could not be read (corrupt or deleted) from {where}")
+    message = (f"offsets {first}..{until - 1} {why} and were skipped (policy skip): the replayed state after them "
+               "may differ from Kafka's")
+    files = _files(log, report, first, until)
+    yield InputRow(ci.cluster_id, "gap", first, first, None, None, None, GAP_ROW_TYPE, 0, None, None,
+                   ", ".join(files) or None, gap_from=first, gap_last=until - 1, message=message)
+
+
+#: The ``type`` of a ``gap`` row (the column is not nullable; a gap holds no record).
+GAP_ROW_TYPE = "LOG_GAP"
+
+
+def _continues_a_run(log: MetadataLog, first: int, log_start: int | None) -> bool:
+    """Whether offset ``first - 1`` is unreadable too, so the run at ``first`` began in (and was reported by) the
+    range before. Deleted offsets say nothing: the planner gives a deleted run one range of its own, and offsets
+    deleted after an earlier range read them leave a run that starts here."""
+    if log_start is None or first - 1 < log_start:
+        return False
+    entries = log.log_entries(start_offset=first - 1, until_offset=first, policy="skip", include_control=True)
+    return next(iter(entries), None) is None
+
+
+def _files(log: MetadataLog, report: ReadReport, first: int, until: int) -> list[str]:
+    """The files that held offsets ``first .. until - 1``: the skipped batches' files, else the segments that
+    cover ``first`` (none when they were deleted)."""
+    files = sorted({s.source for s in report.skipped if s.base_offset is not None and first <= s.base_offset < until})
+    if files:
+        return files
+    out = []
+    for copy in log.copies:
+        covering = [seg for seg in copy.segments if seg.base_offset <= first]
+        if covering:
+            out.append(str(covering[-1].path))
+    return sorted(set(out))
+
+
+def _where(log: MetadataLog, report: ReadReport, first: int, until: int) -> str:
+    """The files (and why, where the reader said) for a message."""
+    reasons = [f"{s.source} at byte {s.position}: {s.reason}" for s in report.skipped
+               if s.base_offset is not None and first <= s.base_offset < until]
+    if reasons:
+        return "; ".join(reasons)
+    return ", ".join(_files(log, report, first, until)) or ", ".join(str(c.partition_dir) for c in log.copies)
 
 
 def _read_jsonl(ci: ClusterInput, start: Position, end: Position) -> Iterator[InputRow]:

@@ -74,6 +74,7 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.replay import replay_entries
 from jbod_model.storage.files import METADATA_PARTITION_DIR, SnapshotId, segment_file_name
+from jbod_model.storage.log_reader import iter_batches
 from jbod_model.storage.log_writer import SegmentWriter, encode_batch, snapshot_path, write_snapshot
 from jbod_model.stream import write_jsonl
 from jbod_model.uuid import Uuid
@@ -406,6 +407,21 @@ def append_to_segment(segment: str | Path, entries: Sequence[LogEntry]) -> None:
     with open(segment, "ab") as f:
         for batch in group_batches(entries):
             f.write(encode_batch(batch, leader_epoch=batch[0].leader_epoch, timestamp=batch[0].timestamp))
+
+
+def corrupt_batch(root: str | Path, offset: int) -> tuple[Path, int, int]:
+    """Flip one byte inside the records of the batch holding ``offset`` in the metadata log dir ``root``, so that its
+    CRC-32C fails while its framing stays sound (a disk or copy error). Returns the segment and the batch's first and
+    last offsets."""
+    for segment in sorted((Path(root) / METADATA_PARTITION_DIR).glob("*.log")):
+        for batch in iter_batches(segment):
+            h = batch.header
+            if h.base_offset <= offset <= h.last_offset:
+                data = bytearray(segment.read_bytes())
+                data[h.position + h.size - 1] ^= 0xFF  # the last byte of the batch: inside its last record
+                segment.write_bytes(bytes(data))
+                return segment, h.base_offset, h.last_offset
+    raise ValueError(f"no batch holds offset {offset} under {root}")
 
 
 def write_jsonl_file(path: str | Path, entries: Sequence[LogEntry]) -> Path:

@@ -119,3 +119,43 @@ def test_each_micro_batch_is_reported_on_stderr_as_it_is_written(tmp_path: Path)
         result.stderr)
     assert "2 batches, 42 rows so far" in result.stderr
     assert json.loads(result.stdout)["tables"] == str(tmp_path / "t")
+
+
+def test_policy_reaches_the_job_over_the_environment_and_the_profile(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--policy`` beats ``JBOD_READ_POLICY``, which beats the profile's ``read_policy`` (fail); a gap the job
+    recorded is printed as a "log gap" line."""
+    seen: list[str] = []
+
+    def fake(inputs: list[Path], config: JobConfig, **kw: Any) -> RunSummary:
+        seen.append(config.read_policy)
+        summary = _summary(config.tables)
+        summary.clusters[0].gaps = ["offsets 20..23 could not be read (corrupt or deleted) from /x.log and were "
+                                    "skipped"]
+        return summary
+
+    args = ["run", "--input", str(tmp_path), "--tables", str(tmp_path / "t")]
+    with patch.object(pipelines.job, "run_with_config", fake):
+        default = runner.invoke(app, args)
+        skip = runner.invoke(app, [*args, "--policy", "skip"])
+        monkeypatch.setenv("JBOD_READ_POLICY", "skip")
+        from_env = runner.invoke(app, args)
+        cli_wins = runner.invoke(app, [*args, "--policy", "fail"])
+        bad = runner.invoke(app, [*args, "--policy", "ignore"])
+    assert [r.exit_code for r in (default, skip, from_env, cli_wins)] == [0, 0, 0, 0], skip.output
+    assert seen == ["fail", "skip", "skip", "fail"]
+    assert "log gap: offsets 20..23 could not be read" in skip.stdout
+    assert bad.exit_code == 2 and "--policy must be 'fail' or 'skip'" in bad.stderr
+
+
+def test_run_with_config_hands_the_policy_to_the_job(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_run_job(inputs: list[Path], tables: Path, checkpoint: Path, **kw: Any) -> RunSummary:
+        seen.update(kw)
+        return _summary(tables)
+
+    config = JobConfig(tables=tmp_path / "t", read_policy="skip")
+    with patch.object(pipelines.job, "run_job", fake_run_job):
+        pipelines.job.run_with_config([tmp_path], config)
+    assert seen["policy"] == "skip"

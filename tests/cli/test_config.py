@@ -45,6 +45,7 @@ def test_a_profile_can_be_any_yaml_path(tmp_path: Path) -> None:
     ("tabels: x\n", "tabels"),
     ("delta_writer: parquet\n", "delta_writer"),
     ("max_entries_per_batch: 0\n", "max_entries_per_batch"),
+    ("read_policy: ignore\n", "read_policy"),
     ("quality:\n  fail_on: sometimes\n", "quality.fail_on"),
     ("- a\n- b\n", "mapping"),
     ("tables: [unclosed\n", "not valid YAML"),
@@ -77,3 +78,15 @@ def test_maintenance_settings_resolve_with_the_same_precedence(tmp_path: Path) -
     path.write_text("maintenance:\n  target_file_size: 10\n")
     with pytest.raises(InputError, match=r"maintenance\.target_file_size"):
         resolve_config(path, env={})
+
+
+def test_read_policy_resolves_with_the_same_precedence(tmp_path: Path) -> None:
+    for profile in ("local", "standalone", "cluster"):
+        assert resolve_config(profile, env={}).read_policy == "fail"
+    path = tmp_path / "p.yaml"
+    path.write_text("read_policy: skip\n")
+    assert resolve_config(path, env={}).read_policy == "skip"
+    assert resolve_config(path, env={"JBOD_READ_POLICY": "fail"}).read_policy == "fail"
+    assert resolve_config("local", env={"JBOD_READ_POLICY": "skip"}).read_policy == "skip"
+    assert resolve_config(path, cli={"read_policy": "fail"}, env={"JBOD_READ_POLICY": "skip"}).read_policy == "fail"
+    assert resolve_config(path, cli={"read_policy": None}, env={}).read_policy == "skip"

@@ -17,7 +17,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, PartitionChangeRecord
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
-from pipelines.codec import entry_to_row
+from pipelines.codec import InputRow, entry_to_row
 from pipelines.replay_stream import _MAP_STATES, replay_batch
 from pipelines.synthetic import SyntheticSpec, generate
 from pipelines.tables import plan_batch
@@ -189,3 +189,32 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
                       key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
     assert replicas == want["replicas"]
     assert meta.value[0] == entries[-1].offset and meta.value[1] is None
+
+
+def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it() -> None:
+    """Offsets the source skipped (policy ``skip``, a corrupt batch) come as a ``gap`` row: the operator writes it to
+    ``log_gaps`` as it came — the range, no snapshot, the message — and replays the records after it onto the state
+    before it, as the model does when its reader skips the batch."""
+    entries = generate(SyntheticSpec(seed=7, operations=30))
+    first, last = 20, 23
+    kept = [e for e in entries if not first <= e.offset <= last]
+    gap = InputRow("c", "gap", first, first, None, None, None, "LOG_GAP", 0, None, None, "/x/00000000000000000000.log",
+                   gap_from=first, gap_last=last, message=f"offsets {first}..{last} could not be read")
+    rows = [dataclasses.asdict(entry_to_row("c", "record", e.offset, e)) for e in kept]
+    at = next(i for i, r in enumerate(rows) if r["offset"] > last)
+    batch = pd.DataFrame([*rows[:at], dataclasses.asdict(gap), *rows[at:]])
+    maps = {name: FakeMapState() for name in _MAP_STATES}
+    meta = FakeValueState()
+    current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+    out = replay_batch("c", batch, meta, maps)  # type: ignore[arg-type]
+    _fold(current, out)
+    [logged] = [json.loads(p) for _, _, table, p in out if table == "log_gaps"]
+    assert logged == {"first_missing_offset": first, "last_missing_offset": last, "snapshot_end_offset": None,
+                      "snapshot_source": None, "snapshot_time": None, "changed_rows": 0, "dropped_records": 0,
+                      "message": f"offsets {first}..{last} could not be read"}
+    recorded = [json.loads(p)["offset"] for _, _, table, p in out if table == "records"]
+    assert recorded == [e.offset for e in kept]
+    want = image_to_json(replay_entries(kept))
+    assert sorted(current["brokers"]) == sorted((b["brokerId"],) for b in want["brokers"])
+    assert sorted(k[0] for k in current["topics"]) == sorted(t["topicId"] for t in want["topics"])
+    assert meta.value is not None and meta.value[0] == kept[-1].offset

@@ -15,6 +15,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord
 from jbod_model.replay import replay_entries
 from jbod_model.storage.files import METADATA_PARTITION_DIR
+from jbod_model.storage.log_reader import iter_batches
 from jbod_model.stream import entry_to_line
 from pipelines.codec import row_to_entry
 from pipelines.source import (
@@ -26,7 +27,14 @@ from pipelines.source import (
     read_range,
     source_options,
 )
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_jsonl_file, write_metadata_dir
+from pipelines.synthetic import (
+    SyntheticSpec,
+    append_to_segment,
+    corrupt_batch,
+    generate,
+    write_jsonl_file,
+    write_metadata_dir,
+)
 
 ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
 
@@ -215,7 +223,56 @@ def test_a_gap_no_snapshot_covers_fails_naming_the_deleted_offsets_or_is_skipped
                     rows += list(read_range(ci, s, e, policy=policy))
                 start = end
         if policy == "skip":
-            # Skip semantics are kept: the offsets no snapshot covers are skipped, the rest is read once.
-            assert [(r.kind, r.offset) for r in rows] == [("record", e.offset) for e in ENTRIES
-                                                          if e.offset >= bases[3]]
+            # The offsets no snapshot covers are skipped — reported once, whole, by a gap row although the reads
+            # are capped — and the rest is read once.
+            assert [(r.kind, r.offset) for r in rows] == [("gap", bases[1])] + [
+                ("record", e.offset) for e in ENTRIES if e.offset >= bases[3]]
+            gap = rows[0]
+            assert (gap.gap_from, gap.gap_last, gap.source) == (bases[1], bases[3] - 1, None)
+            assert gap.message is not None and "deleted" in gap.message and "no snapshot covers" in gap.message
             assert start["c"]["snap"] == -1
+
+
+def _corrupt_mid_segment(node: Path, which: int) -> tuple[Path, int, int]:
+    """Corrupt a batch of several records inside segment ``which`` (neither its first nor its last batch)."""
+    segment = sorted((node / METADATA_PARTITION_DIR).glob("*.log"))[which]
+    batches = [b.header for b in iter_batches(segment)]
+    target = next(h for h in batches[1:-1] if h.last_offset > h.base_offset)
+    return corrupt_batch(node, target.base_offset)
+
+
+@pytest.mark.parametrize("which", [1, 0], ids=["closed segment", "active segment"])
+@pytest.mark.parametrize("cap", [None, 1, 4])
+def test_an_unreadable_batch_is_one_gap_row_under_skip_and_an_error_naming_it_under_fail(
+        tmp_path: Path, which: int, cap: int | None) -> None:
+    """A batch whose CRC fails in the middle of a segment: under ``skip`` every other record is read once and one
+    ``gap`` row names exactly its offsets and file, however the micro-batches cut it (a cap of 1 or 4 ends ranges
+    inside it); under ``fail`` the read stops naming the file, the byte and the offsets. In the active segment too:
+    the good batches after it show it is damaged, not being written."""
+    # "active segment": the log is one segment, so the damaged batch is in the one the tail scan polls.
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=20 if which else None)
+    segment, first, last = _corrupt_mid_segment(node, which)
+    planner = _planner([node], policy="skip", max_entries_per_batch=cap)
+    start: dict[str, dict[str, int]] = {}
+    rows = []
+    while (end := planner.latest()) != start:
+        for ci, s, e in planner.plan(start, end):
+            rows += list(read_range(ci, s, e, policy="skip"))
+        start = end
+    assert start["c"]["next"] == len(ENTRIES)
+    assert [(r.kind, r.offset) for r in rows] == [
+        ("gap", first) if e.offset == first else ("record", e.offset) for e in ENTRIES
+        if not first < e.offset <= last]
+    [gap] = [r for r in rows if r.kind == "gap"]
+    assert (gap.gap_from, gap.gap_last, gap.source) == (first, last, str(segment))
+    assert gap.message is not None and f"offsets {first}..{last} could not be read" in gap.message
+    assert "skipped" in gap.message and "may differ from Kafka's" in gap.message
+
+    planner = _planner([node], policy="fail", max_entries_per_batch=cap)
+    with pytest.raises(DecodeError, match=rf"offsets {first}\.\.{last} cannot be read from {segment} at byte \d+: "
+                                          "Record batch is corrupt"):
+        start = {}
+        while (end := planner.latest()) != start:
+            for ci, s, e in planner.plan(start, end):
+                list(read_range(ci, s, e, policy="fail"))
+            start = end

@@ -39,3 +39,15 @@ def test_a_replaced_shorter_file_is_rescanned(tmp_path: Path) -> None:
     seg = tmp_path / "00000000000000000000.log"
     seg.write_bytes(_batch(0, 1))
     assert scan_tail(seg, TailScan(10_000, 40)) == TailScan(len(_batch(0, 1)), 1)
+
+
+def test_a_damaged_batch_followed_by_an_intact_one_is_passed_over(tmp_path: Path) -> None:
+    """A writer appends in order: a complete batch after a CRC failure means the failing one is damaged, not being
+    written, and the stream must not stop before it forever (the reader fails on it or skips it)."""
+    seg = tmp_path / "00000000000000000000.log"
+    one, two, three = _batch(0, 2), _batch(2, 3), _batch(5, 1)
+    damaged = two[:-1] + bytes([two[-1] ^ 0xFF])
+    seg.write_bytes(one + damaged + three)
+    assert scan_tail(seg) == TailScan(len(one) + len(two) + len(three), 6)
+    seg.write_bytes(one + damaged + three[:20])  # the batch after it is still being written: stop before both
+    assert scan_tail(seg) == TailScan(len(one), 2)
