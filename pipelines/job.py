@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from jbod_model.errors import InputError, JbodError
+from jbod_model.errors import DecodeError, InputError, JbodError
 from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config import JobConfig, Trigger
@@ -282,9 +283,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             query.processAllAvailable()
             query.stop()
         if query.exception() is not None:
-            raise JbodError(f"the Spark job failed: {query.exception()}{_see(jvm_log, own_session)}")
+            raise _job_failure(str(query.exception()), _see(jvm_log, own_session))
     except StreamingQueryException as e:
-        raise JbodError(f"the Spark job failed: {e}{_see(jvm_log, own_session)}") from e
+        raise _job_failure(str(e), _see(jvm_log, own_session)) from e
     finally:
         if own_session:
             session.stop()
@@ -292,6 +293,22 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     if (tables / "records").exists():
         summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
     return summary
+
+
+#: A model error raised inside the source or the operator reaches the driver as text in Spark's error: its last line
+#: names the class and the message.
+_MODEL_ERROR = re.compile(r"jbod_model\.errors\.(DecodeError|InputError): (.+)")
+
+
+def _job_failure(text: str, see: str) -> JbodError:
+    """The error a failed query becomes: a bad input (undecodable bytes, a malformed file) read in the source is
+    raised as the model error it was — its message names the file and offset, and the CLI gives it its own exit
+    code — rather than as the Spark error wrapping it, whose Python and JVM stack traces bury that message."""
+    found = _MODEL_ERROR.findall(text)
+    if found:
+        kind, message = found[-1]
+        return (DecodeError if kind == "DecodeError" else InputError)(message.strip() + see)
+    return JbodError(f"the Spark job failed: {text}{see}")
 
 
 def _see(jvm_log: Path, own_session: bool) -> str:
