@@ -201,20 +201,23 @@ def test_replica_assignments_joined_with_the_inventory(lake: Lake) -> None:
     assert early and all(r["path"] is None and r["node_id"] is None for r in early)
 
 
-@pytest.mark.parametrize("name", ["01", "02"])
+@pytest.mark.parametrize("name", ["01", "02", "03"])
 def test_notebook_explores_the_tables_jbod_run_wrote(lake: Lake, name: str, tmp_path: Path) -> None:
     """The README's path from ``jbod run`` to a notebook: ``jbod notebook NAME --param TABLES=…`` reads the tables
     instead of simulating, and names the failed disk by its path from ``dir_inventory``."""
     out = tmp_path / f"{name}.ipynb"
-    result = runner.invoke(app, ["notebook", name, "--param", f"TABLES={lake.tables}", "--param",
-                                 f"CLUSTER={DEMO_CLUSTER_ID}", "--param", f"WORKDIR={tmp_path / 'work'}",
-                                 "--out", str(out)])
+    cluster = [] if name == "03" else ["--param", f"CLUSTER={DEMO_CLUSTER_ID}"]
+    result = runner.invoke(app, ["notebook", name, "--param", f"TABLES={lake.tables}", *cluster, "--param",
+                                 f"WORKDIR={tmp_path / 'work'}", "--out", str(out)])
     assert result.exit_code == 0, result.output
     book = nbformat.read(out, as_version=4)
     outputs = [o for c in book.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert [o for o in outputs if o.get("output_type") == "error"] == []
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
-    assert "/mnt/d1" in text, "the disk is named by its path from the inventory"
+    if name == "03":
+        assert "run " in text and "results in" in text, "the checks ran on the tables"
+    else:
+        assert "/mnt/d1" in text, "the disk is named by its path from the inventory"
     assert not (tmp_path / "work" / "sim").exists(), "with TABLES the notebook does not simulate"
 
 
