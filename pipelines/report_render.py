@@ -559,11 +559,18 @@ def fleet_rows(reports: Mapping[str, JbodReport]) -> list[FleetRow]:
 
 
 def render_fleet_html(rows: Sequence[FleetRow], *, skipped: Sequence[str] = (), as_of: str | None = None,
-                      title: str = "kraft-jbod fleet report") -> str:
+                      title: str = "kraft-jbod fleet report", now: datetime | None = None) -> str:
     """The index page of a fleet report: one row per cluster (as :func:`fleet_rows` orders them) with its headline
-    counts and offline disks, linking to its own page."""
+    counts and offline disks, linking to its own page. Each row also says how old the cluster's last record is: a
+    KRaft controller appends a NoOpRecord every ``metadata.max.idle.interval.ms`` (500 ms by default) even when
+    nothing happens, so a last record hours old means the metadata copy (or the ingest) stopped, not a quiet
+    cluster."""
+    when = now or datetime.now(tz=UTC)
+    now_ms = int(when.timestamp() * 1000)
+    ages = {r.cluster: None if r.report.as_of.timestamp is None
+            else format_duration_ms(max(0, now_ms - r.report.as_of.timestamp)) for r in rows}
     troubled = sum(1 for r in rows if r.report.summary.offline_replicas or r.report.summary.leaderless_partitions
                    or r.report.summary.open_incidents)
     return _environment().get_template("fleet.html.j2").render(
-        rows=rows, troubled=troubled, skipped=skipped, as_of=as_of, title=title,
-        generated=datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        rows=rows, ages=ages, troubled=troubled, skipped=skipped, as_of=as_of, title=title,
+        generated=when.strftime("%Y-%m-%d %H:%M:%S UTC"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -193,3 +195,8 @@ def test_fleet_rows_put_the_worst_cluster_first_and_pages_are_safe_file_names(tm
     assert html.index('href="z-failed.html"') < html.index('href="a-healthy.html"')
     assert "3 clusters · 1 with offline replicas" in html and "cluster q has no record" in html
     assert "<script" not in html and "http" not in html.replace("http-equiv", "")
+    # How old each cluster's last record is, when the metadata has batch times (JSONL here has none).
+    timed = replace(failed, as_of=replace(failed.as_of, timestamp=1_700_000_000_000))
+    aged = render_fleet_html(fleet_rows({"t": timed}), now=datetime.fromtimestamp(1_700_000_000 + 7_500, UTC))
+    assert "last record 2h 5m before this page" in aged
+    assert "last record" not in html
