@@ -400,7 +400,8 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
 
             cid = resolve_cluster(tables, cluster)
             base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
-            image = replay_entries(entries, base if base is not None else EMPTY_IMAGE)
+            records = (e for e in _tracked(entries, "decoding and replaying") if isinstance(e, LogEntry))
+            image = replay_entries(records, base if base is not None else EMPTY_IMAGE)
             paths = directory_paths_for(tables, cid, explicit)
         else:
             loaded = open_inputs(inputs or [], until_offset=until_offset)

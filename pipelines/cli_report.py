@@ -25,7 +25,7 @@ files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,7 +49,7 @@ from jbod_model.report import (
 )
 from jbod_model.sources import open_inputs
 from jbod_model.storage.log_reader import ReadPolicy
-from jbod_model.stream import StreamRunner
+from jbod_model.stream import StreamEntry, StreamRunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +62,22 @@ class ReportData:
     skipped: tuple[str, ...] = ()
 
 
+#: Wraps the entries as they are read, e.g. to show progress (the CLI's live count on a terminal).
+Track = Callable[[Iterable[StreamEntry]], Iterable[StreamEntry]]
+
+
+def _untracked(entries: Iterable[StreamEntry]) -> Iterable[StreamEntry]:
+    return entries
+
+
 def load_from_inputs(inputs: list[Path], *, until_offset: int | None = None, policy: ReadPolicy = "fail",
-                     full_log: bool = False) -> ReportData:
+                     full_log: bool = False, track: Track = _untracked) -> ReportData:
     """Replay metadata files (a log dir, segments, a snapshot, dump text or JSONL with controller requests) and
     track the history while doing so. The history starts at the input's base image (a snapshot's, or empty)."""
     loaded = open_inputs(inputs, policy=policy, until_offset=until_offset, from_snapshot=not full_log)
     runner = StreamRunner(ReferenceController(loaded.base_image))
     tracker = ReportTracker(loaded.base_image)
-    run_and_track(runner, loaded.entries, tracker)
+    run_and_track(runner, track(loaded.entries), tracker)
     skipped = [] if loaded.report.clean else [loaded.report.summary()]
     for reader in loaded.dump_readers:
         skipped.extend(str(p) for p in reader.report().problems)
@@ -85,16 +93,17 @@ def load_from_records(entries: Iterable[LogEntry], base_image: MetadataImage = E
 
 
 def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int | None = None,
-                     as_of: str | None = None) -> tuple[ReportData, str]:
+                     as_of: str | None = None, track: Track = _untracked) -> tuple[ReportData, str]:
     """The report's data from the Spark job's tables (the ``records`` table, see the module docstring), as of
     ``as_of_offset`` inclusive or the time ``as_of`` (None: the latest), and the cluster read. Where the job's
-    replay of the cluster
-    stopped (``replay_faults``) is passed on as a warning: the tables, and so the report, end before it."""
+    replay of the cluster stopped (``replay_faults``) is passed on as a warning: the tables, and so the report,
+    end before it."""
     from pipelines.tables import log_entries, replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
 
     cid = resolve_cluster(tables, cluster)
     base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
-    data = load_from_records(entries, base if base is not None else EMPTY_IMAGE)
+    records = (e for e in track(entries) if isinstance(e, LogEntry))
+    data = load_from_records(records, base if base is not None else EMPTY_IMAGE)
     stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
                     f"{f['message']}" for f in replay_faults(tables, cid))
     return ReportData(image=data.image, history=data.history, skipped=stopped), cid
@@ -272,7 +281,7 @@ def register(app: typer.Typer) -> None:
         """
         # Imported here: pipelines.cli imports this module to call register(app), and the renderers pull in
         # matplotlib and jinja2, which only this command needs (not every `jbod` start).
-        from pipelines.cli import _console, _fail, _table  # noqa: PLC0415
+        from pipelines.cli import _console, _fail, _table, _tracked  # noqa: PLC0415
         from pipelines.report_render import render_html, render_terminal, report_to_json  # noqa: PLC0415
 
         with _fail():
@@ -290,11 +299,15 @@ def register(app: typer.Typer) -> None:
                 _fleet_report(tables, as_of, explicit, html=html, as_json=as_json)
                 return
             cid: str | None = None
+            def track(entries: Iterable[StreamEntry]) -> Iterable[StreamEntry]:
+                return _tracked(entries, "decoding and replaying")
+
             if tables is not None:
-                data, cid = load_from_tables(tables, cluster, as_of_offset, as_of)
+                data, cid = load_from_tables(tables, cluster, as_of_offset, as_of, track=track)
             else:
                 data = load_from_inputs(inputs or [], until_offset=until_offset,
-                                        policy="fail" if policy == "fail" else "skip", full_log=full_log)
+                                        policy="fail" if policy == "fail" else "skip", full_log=full_log,
+                                        track=track)
             paths = directory_paths_for(tables, cid, explicit)
             for line in data.skipped:
                 _console(stderr=True).print(f"[yellow]skipped:[/] {line}", highlight=False)

@@ -200,3 +200,17 @@ def test_fleet_rows_put_the_worst_cluster_first_and_pages_are_safe_file_names(tm
     aged = render_fleet_html(fleet_rows({"t": timed}), now=datetime.fromtimestamp(1_700_000_000 + 7_500, UTC))
     assert "last record 2h 5m before this page" in aged
     assert "last record" not in html
+
+
+def test_the_loader_feeds_every_entry_through_the_progress_hook() -> None:
+    """``track`` sees every entry as it is read (the CLI shows a live count on a terminal), and changes nothing."""
+    seen: list[int] = []
+
+    def track(entries):  # type: ignore[no-untyped-def]
+        for e in entries:
+            seen.append(1)
+            yield e
+
+    tracked = load_from_inputs([DEMO], track=track)
+    assert len(seen) == len(DEMO.read_text().splitlines())
+    assert tracked.image == load_from_inputs([DEMO]).image
