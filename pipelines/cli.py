@@ -282,8 +282,9 @@ def dirs(paths: Annotated[list[Path], typer.Argument(
                                "record each disk by its path on the broker (/collected/b3/mnt/d2 under "
                                "/collected/b3 is /mnt/d2).")] = False,
          tables: Annotated[Path | None, typer.Option(
-             "--tables", help="Also load the inventory into the dir_inventory Delta table under DIR (replacing "
-                              "the rows of the nodes it covers), where report, whatif and run read paths.",
+             "--tables", help="Also load the inventory into the dir_inventory Delta table under DIR (the current "
+                              "disks of the nodes it covers; ids gone from them are kept as retired), where report, "
+                              "whatif and run read paths.",
              show_default=False)] = None,
          cluster_id: Annotated[str | None, typer.Option(
              "--cluster-id", help="With --tables: the cluster of directories whose meta.properties has no "
@@ -331,9 +332,10 @@ def _load_inventory(tables: Path, inv: DirInventory, cluster_id: str | None) -> 
                                     highlight=False)
 
 
-def _directory_id(value: str, paths: DirectoryPaths | None = None) -> Uuid:
+def _directory_id(value: str, paths: DirectoryPaths | None = None, online: frozenset[Uuid] = frozenset()) -> Uuid:
     """A directory given as its Uuid, as a log dir path (or its meta.properties) here whose directory.id is read,
-    or as a path the inventory knows (``/mnt/d2``, or ``3:/mnt/d2`` for broker 3's when several have one)."""
+    or as a path the inventory knows (``/mnt/d2``, or ``3:/mnt/d2`` for broker 3's when several have one). A path
+    the inventory also knows under a retired id (the disk replaced there before) means the ``online`` one."""
     path = Path(value)
     if path.exists():
         meta = read_meta_properties(path / "meta.properties" if path.is_dir() else path)
@@ -344,6 +346,8 @@ def _directory_id(value: str, paths: DirectoryPaths | None = None) -> Uuid:
         node, colon, rest = value.partition(":")
         node_id, on_node = (int(node), rest) if colon and node.isdigit() else (None, value)
         found = paths.directories_at(on_node, node_id)
+        if len(found) > 1 and online:
+            found = tuple(d for d in found if d in online) or found
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -409,7 +413,8 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
             for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
                 pass
             image, paths = runner.image, explicit
-        result = what_if_directories_fail(image, [_directory_id(v, paths) for v in fail_dir])
+        online = frozenset(d for b in image.cluster.brokers.values() for d in b.directories)
+        result = what_if_directories_fail(image, [_directory_id(v, paths, online) for v in fail_dir])
 
         def disk(broker: int, directory: Uuid) -> str:
             # format_directory names a disk the inventory knows ("broker 2 /mnt/d1 (Y8UXxSTr…)"), else gives the id.

@@ -140,7 +140,7 @@ DIR_INVENTORY_SCHEMA = pa.schema([
     ("cluster_id", pa.string()), ("node_id", pa.int32()), ("path", pa.string()), ("directory_id", pa.string()),
     ("version", pa.int32()), ("read_from", pa.string()),
     ("findings", pa.list_(pa.struct([("severity", pa.string()), ("message", pa.string())]))),
-    ("loaded_at", TIME)])
+    ("loaded_at", TIME), ("retired_at", TIME)])
 
 
 def table_schemas() -> dict[str, pa.Schema]:
@@ -442,6 +442,11 @@ def read_table(tables_dir: str | Path, table: str, where: str | None = None,
     return query(tables_dir, table, f"SELECT {select} FROM t{'' if where is None else ' WHERE ' + where}")
 
 
+def _time_literal(micros: int) -> str:
+    """A SQL literal of the tables' time type (µs, UTC) for delta-rs predicates and MERGE updates."""
+    return f"arrow_cast({int(micros)}, 'Timestamp(Microsecond, Some(\"UTC\"))')"
+
+
 def _lit(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -499,7 +504,7 @@ def offset_at_time(tables_dir: str | Path, cluster: str, when: datetime) -> int:
     records read from JSONL or a snapshot carry no time."""
     micros = int(when.timestamp() * 1_000_000)
     where = (f"cluster_id = {_lit(cluster)} AND applied_offset IS NOT NULL AND \"timestamp\" IS NOT NULL "
-             f"AND \"timestamp\" <= arrow_cast({micros}, 'Timestamp(Microsecond, Some(\"UTC\"))')")
+             f"AND \"timestamp\" <= {_time_literal(micros)}")
     row = query(tables_dir, "records", f'SELECT MAX("offset") AS m, MIN("timestamp") AS first FROM t WHERE {where}')
     value = row.column("m")[0].as_py()
     if value is None:
@@ -653,9 +658,12 @@ def load_dir_inventory(tables_dir: str | Path, inv: DirInventory, *, cluster_id:
     per cluster. A row's cluster is its ``meta.properties`` cluster.id, else ``cluster_id`` (v0 files may have
     none).
 
-    The inventory replaces, in one commit (a MERGE), every row of the clusters and nodes it covers: a node's disks
-    are read together, so a disk missing from a new inventory of its node is gone, while the other nodes' rows
-    stay. Loading the same inventory twice leaves the same rows (only ``loaded_at`` moves)."""
+    The inventory is the current state of the clusters and nodes it covers, in one commit (a MERGE keyed on node,
+    path and directory id): a node's disks are read together, so a directory missing from a new inventory of its
+    node — a replaced disk's old id, a disk taken out — is *retired* (``retired_at`` set), not deleted: the
+    metadata's history still names it (the replicas that were offline on it), and reports of that time keep
+    naming it by path. A retired directory seen again is current again. The other nodes' rows stay as they are;
+    loading the same inventory twice leaves the same rows (only ``loaded_at`` moves)."""
     by_cluster: dict[str, list[dict[str, Any]]] = {}
     now_us = (int(time.time() * 1000) if loaded_at_ms is None else loaded_at_ms) * 1000
     for row in inv.rows:
@@ -675,13 +683,16 @@ def load_dir_inventory(tables_dir: str | Path, inv: DirInventory, *, cluster_id:
     source = _arrow([r for rows in by_cluster.values() for r in rows], DIR_INVENTORY_SCHEMA)
     scope = " OR ".join(f"(t.cluster_id = {_lit(cid)} AND ({_nodes_are({r['node_id'] for r in rows})}))"
                         for cid, rows in sorted(by_cluster.items()))
-    # node_id is null for a v0 file without broker.id: IS NOT DISTINCT FROM keys such a row too. Parenthesised:
-    # delta-rs' predicate parser reads "x IS NOT DISTINCT FROM y AND z" as "x IS NOT DISTINCT FROM (y AND z)".
+    # node_id is null for a v0 file without broker.id, directory_id before Kafka generated one: IS NOT DISTINCT FROM
+    # keys such rows too. Parenthesised: delta-rs' predicate parser reads "x IS NOT DISTINCT FROM y AND z" as
+    # "x IS NOT DISTINCT FROM (y AND z)".
     (table.merge(source, "t.cluster_id = s.cluster_id AND t.path = s.path AND "
-                         "(t.node_id IS NOT DISTINCT FROM s.node_id)", source_alias="s", target_alias="t")
+                         "(t.node_id IS NOT DISTINCT FROM s.node_id) AND "
+                         "(t.directory_id IS NOT DISTINCT FROM s.directory_id)", source_alias="s", target_alias="t")
      .when_matched_update_all()
      .when_not_matched_insert_all()
-     .when_not_matched_by_source_delete(predicate=scope)
+     .when_not_matched_by_source_update({"retired_at": _time_literal(now_us)},
+                                        predicate=f"({scope}) AND t.retired_at IS NULL")
      .execute())
     return {cid: len(rows) for cid, rows in sorted(by_cluster.items())}
 
@@ -691,12 +702,17 @@ def _nodes_are(nodes: set[int | None]) -> str:
                        for n in sorted(nodes, key=lambda n: (n is None, n or 0)))
 
 
-def dir_inventory_rows(tables_dir: str | Path, cluster: str) -> list[DirInventoryRow] | None:
-    """The cluster's ``dir_inventory`` rows as the model's inventory rows; None when no inventory was loaded (the
-    table does not exist yet: it is created by ``jbod run`` or by the first load)."""
+def dir_inventory_rows(tables_dir: str | Path, cluster: str, *, retired: bool = False,
+                       ) -> list[DirInventoryRow] | None:
+    """The cluster's current ``dir_inventory`` rows (``retired``: the retired ones instead) as the model's inventory
+    rows, by node, path and id; None when no inventory was loaded (the table does not exist yet: it is created by
+    ``jbod run`` or by the first load)."""
     if not DeltaTable.is_deltatable(str(Path(tables_dir) / DIR_INVENTORY)):
         return None
-    rows = read_table(tables_dir, DIR_INVENTORY, f"cluster_id = {_lit(cluster)}").to_pylist()
+    state = "IS NOT NULL" if retired else "IS NULL"
+    rows = sorted(read_table(tables_dir, DIR_INVENTORY, f"cluster_id = {_lit(cluster)} AND retired_at {state}")
+                  .to_pylist(), key=lambda r: (r["node_id"] is None, r["node_id"] or 0, r["path"],
+                                               r["directory_id"] or ""))
     return [DirInventoryRow(node_id=r["node_id"], path=r["path"],
                             directory_id=None if r["directory_id"] is None else Uuid.from_string(r["directory_id"]),
                             cluster_id=r["cluster_id"], version=r["version"], read_from=r["read_from"])
@@ -707,7 +723,11 @@ def directory_paths(tables_dir: str | Path, cluster: str) -> DirectoryPaths | No
     """Directory id → (node, path) from ``dir_inventory`` for ``cluster``, as every report names disks (``broker 3
     /mnt/d2 (P2aL9r4s…)``); None when no inventory of the cluster was loaded."""
     rows = dir_inventory_rows(tables_dir, cluster)
-    return DirectoryPaths.from_inventory(rows) if rows else None
+    if not rows:
+        return None
+    # Retired directories keep their last path (a failed disk's replicas name its old id); a current one wins.
+    retired = DirectoryPaths.from_inventory(dir_inventory_rows(tables_dir, cluster, retired=True) or ())
+    return retired.overlay(DirectoryPaths.from_inventory(rows))
 
 
 def replica_assignments_with_paths(tables_dir: str | Path, cluster: str | None = None,

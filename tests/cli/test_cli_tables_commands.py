@@ -15,10 +15,12 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_quality_support import DEMO, bad_logs, write_lakehouse
 
-from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to_text
+from jbod_model.errors import InputError
+from jbod_model.meta_properties import DirInventoryRow, MetaProperties, MetaPropertiesVersion, to_text
+from jbod_model.report import DirectoryPaths
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
-from pipelines.cli import DEMO_CLUSTER_ID, DEMO_LOG_DIRS, EXIT_INPUT, app
+from pipelines.cli import DEMO_CLUSTER_ID, DEMO_LOG_DIRS, EXIT_INPUT, _directory_id, app
 from pipelines.tables import DIR_INVENTORY, DeltaRsWriter, read_table
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -138,3 +140,14 @@ def test_report_says_where_the_jobs_replay_stopped(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["asOf"]["offset"] == 32
     assert "the tables end before offset 33, where the job's replay of cluster bad stopped" in result.stderr
+
+
+def test_a_path_with_a_replaced_disk_means_the_online_directory() -> None:
+    """dir_inventory keeps a replaced disk's old id at its path (retired): ``--fail-dir 2:/mnt/d1`` then means the
+    directory broker 2 has online, not the old one; without that knowledge the path stays ambiguous."""
+    old, new = Uuid(7, 1), Uuid(7, 2)
+    paths = DirectoryPaths.from_inventory(
+        [DirInventoryRow(node_id=2, path="/mnt/d1", directory_id=d, cluster_id="c", version=1) for d in (old, new)])
+    assert _directory_id("2:/mnt/d1", paths, frozenset({new, Uuid(7, 3)})) == new
+    with pytest.raises(InputError, match="several"):
+        _directory_id("2:/mnt/d1", paths)

@@ -23,7 +23,7 @@ from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, in
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, TopicRecord
 from jbod_model.replay import replay_entries
-from jbod_model.report import build_report
+from jbod_model.report import DirLocation, build_report
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
 from pipelines.cli_report import load_from_records
@@ -33,6 +33,7 @@ from pipelines.tables import (
     DIR_INVENTORY,
     DeltaRsWriter,
     as_of_image,
+    dir_inventory_rows,
     directory_paths,
     load_dir_inventory,
     log_entries,
@@ -167,11 +168,28 @@ def test_loading_an_inventory_replaces_the_nodes_it_covers(tmp_path: Path) -> No
         to_text(MetaProperties(v1, cluster_id="c1", node_id=2, directory_id=c)))
     (disks / "b2" / "mnt" / "d2" / "meta.properties").unlink()
     (disks / "b2" / "mnt" / "d2").rmdir()
-    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True))
-    assert [(r[0], r[1], r[2], r[3]) for r in _inventory_rows(tables)] == [
+    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True), loaded_at_ms=3000)
+    current = read_table(tables, DIR_INVENTORY, "retired_at IS NULL").to_pylist()
+    assert sorted((r["cluster_id"], r["node_id"], r["path"], r["directory_id"]) for r in current) == [
         ("c1", 1, "/mnt/d1", str(a)), ("c1", 2, "/mnt/d1", str(c)), ("c2", 1, "/mnt/d1", str(d))]
+    # The replaced disk's old id and the removed disk are retired, not forgotten: the metadata's history still
+    # names the old id (the replicas that went offline on it), so it keeps its path.
+    retired = read_table(tables, DIR_INVENTORY, "retired_at IS NOT NULL").to_pylist()
+    assert sorted((r["node_id"], r["path"], r["directory_id"], r["retired_at"].timestamp()) for r in retired) == [
+        (2, "/mnt/d1", str(b), 3.0), (2, "/mnt/d2", None, 3.0)]
     paths = directory_paths(tables, "c1")
-    assert paths is not None and paths.get(c) is not None and paths.get(b) is None
+    assert paths is not None
+    assert (paths.get(c), paths.get(b)) == (DirLocation(2, "/mnt/d1"), DirLocation(2, "/mnt/d1"))
+    assert [(r.node_id, r.path) for r in dir_inventory_rows(tables, "c1") or []] == [(1, "/mnt/d1"), (2, "/mnt/d1")]
+    # Loading it again retires nothing more and keeps the retirement time; the old disk coming back is current.
+    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True), loaded_at_ms=4000)
+    assert {r["retired_at"].timestamp() for r in read_table(tables, DIR_INVENTORY, "retired_at IS NOT NULL")
+            .to_pylist()} == {3.0}
+    (disks / "b2" / "mnt" / "d1" / "meta.properties").write_text(
+        to_text(MetaProperties(v1, cluster_id="c1", node_id=2, directory_id=b)))
+    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True), loaded_at_ms=5000)
+    back = read_table(tables, DIR_INVENTORY, f"directory_id = '{b}'").to_pylist()
+    assert [r["retired_at"] for r in back] == [None]
     assert directory_paths(tables, "c3") is None and directory_paths(tmp_path / "none", "c1") is None
 
 
