@@ -45,8 +45,7 @@ from jbod_model.image import (
     TopicsImage,
 )
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
-from jbod_model.replay import DeltaChanges, MetadataDelta, check_snapshot_offset
+from jbod_model.replay import DeltaChanges, MetadataDelta, TransactionBuffer, check_snapshot_offset
 from jbod_model.replicas import ReplicaState, partition_replicas
 from jbod_model.uuid import Uuid
 
@@ -400,8 +399,16 @@ class IncrementalReplayer:
     (:meth:`pending_transaction`); they are replayed first, exactly as if the batches had been one.
     """
 
-    __slots__ = ("_broker_index", "_brokers", "_in_transaction", "_partitions", "_pending", "_reader",
-                 "_topic_id_sets", "_topics", "_writes")
+    __slots__ = (
+        "_broker_index",
+        "_brokers",
+        "_partitions",
+        "_reader",
+        "_topic_id_sets",
+        "_topics",
+        "_transactions",
+        "_writes",
+    )
 
     def __init__(self, reader: ImageReader, pending: Sequence[LogEntry] = ()) -> None:
         self._reader = reader
@@ -413,8 +420,7 @@ class IncrementalReplayer:
         self._writes = ImageWrites(last_offset=reader.last_offset())
         # Partition-id sets of topics touched in this batch (copied from the store once, then kept current).
         self._topic_id_sets: dict[Uuid, RangeSet] = {}
-        self._pending: list[LogEntry] = []
-        self._in_transaction = False
+        self._transactions = TransactionBuffer()
         for entry in pending:
             if self.replay(entry) is not None:
                 raise InputError("the pending entries of an open transaction must not complete a step")
@@ -485,11 +491,11 @@ class IncrementalReplayer:
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_transaction
+        return self._transactions.open
 
     def pending_transaction(self) -> tuple[LogEntry, ...]:
         """The entries of a metadata transaction still open (empty when none): store them with the batch."""
-        return tuple(self._pending) if self._in_transaction else ()
+        return self._transactions.pending
 
     def writes(self) -> ImageWrites:
         """The net writes of every step so far, with the partition-id sets of the topics touched folded in."""
@@ -508,27 +514,10 @@ class IncrementalReplayer:
     def replay(self, entry: LogEntry) -> Step | None:
         """Replay one entry; return the step it completes, or None (inside an open transaction). Metadata
         transactions are handled as :class:`~jbod_model.replay.Replayer` handles them (``MetadataBatchLoader``)."""
-        record = entry.record
-        if isinstance(record, BeginTransactionRecord):
-            if self._in_transaction:
-                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
-                                  offset=entry.offset, source=entry.source)
-            self._in_transaction = True
-            self._pending = [entry]
+        settled = self._transactions.offer(entry)
+        if settled is None:
             return None
-        if self._in_transaction:
-            self._pending.append(entry)
-            if isinstance(record, EndTransactionRecord):
-                pending, self._pending, self._in_transaction = self._pending, [], False
-                return self._step(pending, entry.offset)
-            if isinstance(record, AbortTransactionRecord):
-                aborted, self._pending, self._in_transaction = self._pending[:-1], [], False
-                return self._step([entry], entry.offset, aborted=tuple(aborted))
-            return None
-        if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
-            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
-                              offset=entry.offset, source=entry.source)
-        return self._step([entry], entry.offset)
+        return self._step(list(settled.apply), entry.offset, aborted=settled.aborted)
 
     def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
         """Load a snapshot over the image as one step at ``end_offset - 1`` (the offset the snapshot stands for; its
@@ -542,8 +531,7 @@ class IncrementalReplayer:
         the snapshot (:func:`jbod_model.replay.load_snapshot`). A metadata transaction still open is dropped
         (``MetadataBatchLoader.resetToImage``): its entries are the step's ``aborted``."""
         check_snapshot_offset(self._writes.last_offset, end_offset)
-        dropped = self.pending_transaction()
-        self._pending, self._in_transaction = [], False
+        dropped = self._transactions.drop()
         return self._step(list(entries), end_offset - 1, aborted=dropped, snapshot=True)
 
     def _step(self, entries: list[LogEntry], offset: int, *, aborted: tuple[LogEntry, ...] = (),

@@ -393,18 +393,77 @@ class MetadataDelta:
                              last_offset=self._last_offset)
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a metadata transaction buffer releases for one entry: the entries to replay now (a record outside any
+    transaction, a committed transaction's records, or an AbortTransactionRecord alone) and those it discarded."""
+
+    apply: tuple[LogEntry, ...]
+    aborted: tuple[LogEntry, ...] = ()
+
+
+class TransactionBuffer:
+    """Kafka's ``MetadataBatchLoader`` transaction handling, written once for every replayer: records between
+    Begin/EndTransactionRecord are held and released together at the end; an AbortTransactionRecord discards them
+    (only the abort itself is replayed, to advance provenance past them). A Begin inside an open transaction, or an
+    End/Abort outside one, is a replay fault."""
+
+    __slots__ = ("_open", "_pending")
+
+    def __init__(self) -> None:
+        self._pending: list[LogEntry] = []
+        self._open = False
+
+    @property
+    def open(self) -> bool:
+        """A transaction has begun and not ended."""
+        return self._open
+
+    @property
+    def pending(self) -> tuple[LogEntry, ...]:
+        """The entries of the open transaction (empty when none is open)."""
+        return tuple(self._pending) if self._open else ()
+
+    def offer(self, entry: LogEntry) -> Settled | None:
+        """Take one entry; return what it settles, or None while a transaction stays open."""
+        record = entry.record
+        if isinstance(record, BeginTransactionRecord):
+            if self._open:
+                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
+                                  offset=entry.offset, source=entry.source)
+            self._open, self._pending = True, [entry]
+            return None
+        if self._open:
+            self._pending.append(entry)
+            if isinstance(record, EndTransactionRecord):
+                return Settled(self.drop())
+            if isinstance(record, AbortTransactionRecord):
+                return Settled((entry,), aborted=self.drop()[:-1])
+            return None
+        if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
+            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
+                              offset=entry.offset, source=entry.source)
+        return Settled((entry,))
+
+    def drop(self) -> tuple[LogEntry, ...]:
+        """Close the open transaction and return its entries (``MetadataBatchLoader.resetToImage`` drops them when a
+        snapshot is loaded); empty when none is open."""
+        dropped = self.pending
+        self._pending, self._open = [], False
+        return dropped
+
+
 class Replayer:
     """Replays a stream of log entries into images, honouring metadata transactions like Kafka's
     ``MetadataBatchLoader``: records inside Begin/EndTransaction are applied together at the end, and discarded
     on AbortTransaction. ``image`` is always the state after the last *committed* record."""
 
-    __slots__ = ("_delta", "_image", "_in_transaction", "_pending")
+    __slots__ = ("_delta", "_image", "_transactions")
 
     def __init__(self, image: MetadataImage = EMPTY_IMAGE) -> None:
         self._image = image
         self._delta: MetadataDelta | None = None
-        self._pending: list[LogEntry] | None = None
-        self._in_transaction = False
+        self._transactions = TransactionBuffer()
 
     @property
     def image(self) -> MetadataImage:
@@ -416,33 +475,13 @@ class Replayer:
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_transaction
+        return self._transactions.open
 
     def replay(self, entry: LogEntry) -> None:
         """Replay one entry; raises ReplayFault naming the entry's source and offset."""
-        record = entry.record
-        if isinstance(record, BeginTransactionRecord):
-            if self._in_transaction:
-                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
-                                  offset=entry.offset, source=entry.source)
-            self._in_transaction = True
-            self._pending = [entry]
-            return
-        if self._in_transaction:
-            assert self._pending is not None
-            self._pending.append(entry)
-            if isinstance(record, EndTransactionRecord):
-                pending, self._pending, self._in_transaction = self._pending, None, False
-                for e in pending:
-                    self._replay_now(e)
-            elif isinstance(record, AbortTransactionRecord):
-                self._pending, self._in_transaction = None, False
-                self._replay_now(entry)  # advances provenance past the aborted records only
-            return
-        if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
-            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
-                              offset=entry.offset, source=entry.source)
-        self._replay_now(entry)
+        settled = self._transactions.offer(entry)
+        for e in settled.apply if settled is not None else ():
+            self._replay_now(e)
 
     def _replay_now(self, entry: LogEntry) -> None:
         if self._delta is None:
@@ -467,8 +506,7 @@ class Replayer:
         in what the snapshot covers), and returned. Snapshot records carry offsets local to the file."""
         image = self.image
         check_snapshot_offset(image.last_offset, end_offset)
-        dropped = tuple(self._pending or ()) if self._in_transaction else ()
-        self._pending, self._in_transaction = None, False
+        dropped = self._transactions.drop()
         self._image = load_snapshot(image, entries, end_offset)
         return dropped
 
