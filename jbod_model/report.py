@@ -139,11 +139,16 @@ class DirectoryPaths:
         conflicts = (*preferred.conflicts, *((d, locs) for d, locs in self.conflicts if d not in preferred.locations))
         return DirectoryPaths(locations=MappingProxyType(locations), conflicts=conflicts)
 
-    def directories_at(self, path: str, node_id: int | None = None) -> tuple[Uuid, ...]:
+    def directories_at(self, path: str, node_id: int | None = None,
+                       online: frozenset[Uuid] = frozenset()) -> tuple[Uuid, ...]:
         """The directory ids mounted at ``path`` (on ``node_id`` when given), in (node, id) order: a path names
-        one disk only together with its node, since every broker of a cluster usually has ``/mnt/d1``."""
+        one disk only together with its node, since every broker of a cluster usually has ``/mnt/d1``. When
+        several ids share the path and some are ``online`` (registered by a broker now), only those: the others
+        are disks replaced there before (retired inventory rows)."""
         found = [(loc.node_id, d) for d, loc in self.locations.items()
                  if loc.path == path and (node_id is None or loc.node_id == node_id)]
+        if len(found) > 1 and any(d in online for _node, d in found):
+            found = [(n, d) for n, d in found if d in online]
         return tuple(d for _node, d in sorted(found, key=lambda f: (f[0] is None, f[0] or 0, str(f[1]))))
 
 

@@ -345,9 +345,7 @@ def _directory_id(value: str, paths: DirectoryPaths | None = None, online: froze
     if paths is not None:
         node, colon, rest = value.partition(":")
         node_id, on_node = (int(node), rest) if colon and node.isdigit() else (None, value)
-        found = paths.directories_at(on_node, node_id)
-        if len(found) > 1 and online:
-            found = tuple(d for d in found if d in online) or found
+        found = paths.directories_at(on_node, node_id, online)
         if len(found) == 1:
             return found[0]
         if len(found) > 1:

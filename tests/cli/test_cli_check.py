@@ -7,15 +7,12 @@ runs the same logs through the Spark job."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-from typer.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from cli_support import command_app
 from test_quality_support import (
     BAD_LOG_VERDICTS,
     DEMO_CLUSTER,
@@ -24,6 +21,7 @@ from test_quality_support import (
     demo_lakehouse,
     write_lakehouse,
 )
+from typer.testing import CliRunner
 
 from pipelines.cli import EXIT_INPUT
 from pipelines.cli_check import register
@@ -33,14 +31,7 @@ runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """A group, as in the jbod app."""
-
-    register(app)
-    return app
+    return command_app(register)
 
 
 def check(*args: str) -> Any:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from cli_support import command_app
 from typer.testing import CliRunner
 
 from jbod_model.records.entry import LogEntry
@@ -40,14 +41,7 @@ FAILED_LABEL = "broker 2 mnt/b2/d1 (Y8UXxSTr…)"
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """A group, as in the jbod app (a lone command would swallow its own name as INPUT)."""
-
-    register(app)
-    return app
+    return command_app(register)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import typer
+from cli_support import command_app
 from typer.testing import CliRunner
 
 from jbod_model.replay import replay_entries
@@ -19,14 +20,7 @@ runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """The jbod command line (test stand-in)."""
-
-    register(app)
-    return app
+    return command_app(register)
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -6,14 +6,11 @@ test_report_tables.py compares the reports with replays of the inputs on tables 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_quality_support import DEMO, bad_logs, write_lakehouse
+from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
 from jbod_model.meta_properties import DirInventoryRow, MetaProperties, MetaPropertiesVersion, to_text

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import pytest
+from test_quality_support import FakeMapState, FakeValueState
 
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
@@ -21,52 +21,6 @@ from pipelines.codec import InputRow, entry_to_row
 from pipelines.replay_stream import _MAP_STATES, replay_batch
 from pipelines.synthetic import SyntheticSpec, generate
 from pipelines.tables import plan_batch
-
-
-class FakeMapState:
-    """The MapState calls the operator makes, on a dict; counts the calls (each is a round trip in Spark)."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self.calls = 0
-
-    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        self.calls += 1
-        return self.data.get(tuple(key))
-
-    def containsKey(self, key: tuple[Any, ...]) -> bool:
-        self.calls += 1
-        return tuple(key) in self.data
-
-    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
-        self.calls += 1
-        self.data[tuple(key)] = tuple(value)
-
-    def removeKey(self, key: tuple[Any, ...]) -> None:
-        self.calls += 1
-        self.data.pop(tuple(key), None)
-
-    def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-        self.calls += 1
-        return iter(list(self.data.items()))
-
-    def keys(self) -> Iterator[tuple[Any, ...]]:
-        self.calls += 1
-        return iter(list(self.data))
-
-
-class FakeValueState:
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
-
-    def exists(self) -> bool:
-        return self.value is not None
-
-    def get(self) -> tuple[Any, ...] | None:
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = tuple(value)
 
 
 def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:

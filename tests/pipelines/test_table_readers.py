@@ -6,15 +6,12 @@ replacing a node's disks, the join with replica_assignments)."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_quality_support import DEMO, SYNTHETIC, write_lakehouse
 
 from jbod_model.errors import InputError

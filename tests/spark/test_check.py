@@ -8,16 +8,13 @@ Two job runs: one for the bad logs, the demo and the 24 scenarios (each its own 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from cli_support import command_app
 from pyspark.sql import SparkSession
-from typer.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from test_quality_support import (
     BAD_LOG_VERDICTS,
     DEMO,
@@ -25,6 +22,7 @@ from test_quality_support import (
     STUCK_MAX_OFFSETS,
     bad_logs,
 )
+from typer.testing import CliRunner
 
 from jbod_model.simulator.output import write_result
 from jbod_model.simulator.scenarios import SCENARIOS
@@ -41,14 +39,7 @@ cli = CliRunner(env={"COLUMNS": "200"})
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """A group, as in the jbod app."""
-
-    register(app)
-    return app
+    return command_app(register)
 
 
 @pytest.fixture(scope="module")

@@ -34,30 +34,41 @@ SYNTHETIC = SyntheticSpec(brokers=3, dirs_per_broker=2, topics=3, partitions_per
                           operations=40, noop_share=0.2, seed=11)
 
 
-class _MapState:
+class FakeMapState:
+    """The MapState calls the operator makes, on a dict; counts the calls (each is a round trip in Spark)."""
+
     def __init__(self) -> None:
         self.data: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.calls = 0
 
     def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        self.calls += 1
         return self.data.get(tuple(key))
 
     def containsKey(self, key: tuple[Any, ...]) -> bool:
+        self.calls += 1
         return tuple(key) in self.data
 
     def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
+        self.calls += 1
         self.data[tuple(key)] = tuple(value)
 
     def removeKey(self, key: tuple[Any, ...]) -> None:
+        self.calls += 1
         self.data.pop(tuple(key), None)
 
     def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        self.calls += 1
         return iter(list(self.data.items()))
 
     def keys(self) -> Iterator[tuple[Any, ...]]:
+        self.calls += 1
         return iter(list(self.data))
 
 
-class _ValueState:
+class FakeValueState:
+    """The ValueState calls the operator makes."""
+
     def __init__(self) -> None:
         self.value: tuple[Any, ...] | None = None
 
@@ -77,8 +88,8 @@ def write_lakehouse(tables: Path, cluster_id: str, entries: Sequence[StreamEntry
     and write the job's Delta tables for ``cluster_id`` under ``tables`` (several clusters may share it).
     ``snapshot`` (its records, its end offset) is where the stream starts, as the source starts a log whose
     beginning was deleted."""
-    maps = {name: _MapState() for name in _MAP_STATES}
-    meta = _ValueState()
+    maps = {name: FakeMapState() for name in _MAP_STATES}
+    meta = FakeValueState()
     writer = DeltaRsWriter(tables, f"kraft-jbod:test:{cluster_id}")
     writer.ensure_tables()
     rows_in: list[Any] = []
