@@ -17,9 +17,9 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, PartitionChangeRecord
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from pipelines.codec import InputRow, entry_to_row
 from pipelines.replay_stream import _MAP_STATES, replay_batch
-from pipelines.synthetic import SyntheticSpec, generate
 from pipelines.tables import plan_batch
 
 
@@ -42,7 +42,7 @@ def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[
 
 @pytest.mark.parametrize("size", [1, 5, 1000])
 def test_batches_through_the_operator_give_the_model(size: int) -> None:
-    entries = generate(SyntheticSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
+    entries = churn_log(ChurnSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
                                      replication_factor=2, operations=14, noop_share=0.1))
     maps = {name: FakeMapState() for name in _MAP_STATES}
     meta = FakeValueState()
@@ -61,7 +61,7 @@ def test_batches_through_the_operator_give_the_model(size: int) -> None:
 
 def test_state_traffic_of_one_record_does_not_grow_with_the_cluster() -> None:
     def traffic(topics: int) -> int:
-        entries = generate(SyntheticSpec(seed=3, topics=topics, partitions_per_topic=20, operations=0))
+        entries = churn_log(ChurnSpec(seed=3, topics=topics, partitions_per_topic=20, operations=0))
         maps = {name: FakeMapState() for name in _MAP_STATES}
         meta = FakeValueState()
         replay_batch("c", _frame(entries), meta, maps)  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
     """The log was truncated past the stream, which stood inside a metadata transaction: the source sends the
     covering snapshot with ``gap_from``; the operator loads it over the stored image, closes what the snapshot lacks
     at its offset, drops the open transaction, and writes a ``log_gaps`` row."""
-    entries = generate(SyntheticSpec(seed=10, operations=80))
+    entries = churn_log(ChurnSpec(seed=10, operations=80))
     replayer = Replayer()
     committed = []
     for e in entries:
@@ -149,7 +149,7 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
     """Offsets the source skipped (policy ``skip``, a corrupt batch) come as a ``gap`` row: the operator writes it to
     ``log_gaps`` as it came — the range, no snapshot, the message — and replays the records after it onto the state
     before it, as the model does when its reader skips the batch."""
-    entries = generate(SyntheticSpec(seed=7, operations=30))
+    entries = churn_log(ChurnSpec(seed=7, operations=30))
     first, last = 20, 23
     kept = [e for e in entries if not first <= e.offset <= last]
     gap = InputRow("c", "gap", first, first, None, None, None, "LOG_GAP", 0, None, None, "/x/00000000000000000000.log",

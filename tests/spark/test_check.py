@@ -24,13 +24,12 @@ from test_quality_support import (
 )
 from typer.testing import CliRunner
 
-from jbod_model.simulator.output import write_result
+from jbod_model.simulator.output import write_metadata_dir, write_result
 from jbod_model.simulator.scenarios import SCENARIOS
 from pipelines.cli_check import register
 from pipelines.config import QualitySettings
 from pipelines.job import run_job
 from pipelines.quality import ExternalInputs, GxRunner, TableSet, check_cluster, run_checks
-from pipelines.synthetic import write_metadata_dir
 from pipelines.tables import read_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

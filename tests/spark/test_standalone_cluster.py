@@ -18,7 +18,8 @@ import pyspark
 import pytest
 from support import assert_tables_match_model, step_offsets
 
-from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
@@ -91,8 +92,8 @@ print(json.dumps(summary.to_json()))
 
 @pytest.mark.slow
 def test_the_job_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> None:
-    log_entries = generate(SyntheticSpec(seed=11, operations=40))
-    jsonl_entries = generate(SyntheticSpec(seed=12, operations=30, brokers=4))
+    log_entries = churn_log(ChurnSpec(seed=11, operations=40))
+    jsonl_entries = churn_log(ChurnSpec(seed=12, operations=30, brokers=4))
     node = write_metadata_dir(tmp_path / "in" / "node-1", log_entries, cluster_id="on-cluster-log",
                               records_per_segment=30)
     jsonl = write_jsonl_file(tmp_path / "in" / "on-cluster-jsonl.jsonl", jsonl_entries)
