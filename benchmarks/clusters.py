@@ -14,11 +14,11 @@ or from a shell (``--check-duckdb`` also runs the DuckDB baseline on the records
 
     python benchmarks/clusters.py --partitions 200011 [--cache-dir DIR] [--check-duckdb] [--json]
 
-Shapes (:data:`SHAPES`): 60 brokers × 6 disks, RF 3, 200,011 partitions in 201 topics, and the same at 2,000,000
-partitions. The partitions are created through the simulator; then the churn workload of
-``jbod_model.simulator`` (see ``ClusterShape.simulate_args``) brings ISR changes, disk failures, LOST assignments,
-reassignments, moves between disks, fencing and restarts, topic deletions, configs, metadata transactions and the
-NoOps that make up most of a real log. Segments roll at 8 MiB, so the log has several.
+Shapes (:data:`SHAPES`): 60 brokers × 6 disks, RF 3, 200,011 partitions in 201 topics, then the churn workload
+(``jbod simulate --workload churn``, ``jbod_model.simulator.churn``): ISR changes, disk failures, LOST assignments,
+reassignments, moves between disks, fencing and restarts, rare topic deletions, configs, metadata transactions and
+the NoOps that make up most of a real log — about 1.16 M records (~820 k PartitionChangeRecords, ~134 k NoOps) in
+~12 segments rolled at 8 MiB. The 2,000,000-partition shape is the same cluster ten times larger (~11.4 M records).
 
 The cache: ``$KRAFT_JBOD_CLUSTER_CACHE`` or ``~/.cache/kraft-jbod/clusters``, one directory per shape named by its
 key (the key changes whenever the shape or the generator's output changes, so an old build is never reused by
@@ -50,7 +50,7 @@ from jbod_model.replicas import offline_replicas
 from jbod_model.sources import open_inputs
 
 #: Bump when the generator's output for a shape changes (so cached builds are rebuilt, never mixed).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 #: The metadata log dir inside a ``jbod simulate`` output (``OutputWriter``).
 METADATA_DIR = "metadata"
 #: Where ../shared/bench lives relative to this worktree (the DuckDB speed anchor).
@@ -66,28 +66,37 @@ class ClusterShape:
     dirs: int = 6
     replication_factor: int = 3
     topics: int = 0
-    #: Disk failures after the topics are created.
-    failures: int = 20
+    #: Churn operations; all but about 1,550 are NoOps (the others write ~530 PartitionChangeRecords each on average
+    #: at 200k partitions: a fencing or a disk failure touches thousands of partitions).
+    operations: int = 136_000
+    noop_share: float = 0.9886
+    restart_weight: float = 0.5
+    reassign_weight: float = 1.0
+    #: Topic deletions rare: each re-creation writes a PartitionRecord per partition.
+    delete_weight: float = 0.02
     segment_bytes: int = 8 * 1024 * 1024
     seed: int = 2024
 
     @property
     def key(self) -> str:
-        return (f"p{self.partitions}-b{self.brokers}x{self.dirs}-rf{self.replication_factor}-f{self.failures}"
+        return (f"p{self.partitions}-b{self.brokers}x{self.dirs}-rf{self.replication_factor}-o{self.operations}"
                 f"-s{self.seed}-g{GENERATOR_VERSION}")
 
     def simulate_args(self, out: Path) -> list[str]:
         """The ``jbod simulate`` command line that writes this cluster to ``out``."""
         return ["simulate", "--brokers", str(self.brokers), "--dirs", str(self.dirs),
                 "--partitions", str(self.partitions), "--topics", str(self.topics),
-                "--rf", str(self.replication_factor), "--failures", str(self.failures),
+                "--rf", str(self.replication_factor), "--workload", "churn", "--operations", str(self.operations),
+                "--noop-share", str(self.noop_share), "--restart-weight", str(self.restart_weight),
+                "--reassign-weight", str(self.reassign_weight), "--delete-weight", str(self.delete_weight),
                 "--seed", str(self.seed), "--segment-bytes", str(self.segment_bytes), "--out", str(out), "--json"]
 
 
 #: The shapes the benchmarks use, by partition count.
 SHAPES: dict[int, ClusterShape] = {
     200_011: ClusterShape(partitions=200_011, topics=201),
-    2_000_000: ClusterShape(partitions=2_000_000, topics=2000),
+    # Ten times the NoOps; the other operations touch ten times the partitions each.
+    2_000_000: ClusterShape(partitions=2_000_000, topics=2000, operations=1_360_000, noop_share=0.99886),
 }
 
 
@@ -125,8 +134,7 @@ def shape_for(partitions: int) -> ClusterShape:
     shape = SHAPES.get(partitions)
     if shape is not None:
         return shape
-    return ClusterShape(partitions=partitions, topics=max(1, partitions // 1000),
-                        failures=max(1, round(20 * partitions / 200_011)))
+    return ClusterShape(partitions=partitions, topics=max(1, partitions // 1000))
 
 
 @contextmanager
@@ -169,7 +177,7 @@ def build(shape: ClusterShape, out: Path) -> dict[str, Any]:
 def benchmark_cluster(partitions: int = 200_011, cache_dir: str | Path | None = None, *,
                       rebuild: bool = False) -> BenchmarkCluster:
     """The benchmark cluster of ``partitions`` partitions (see the module docstring): from the cache when built
-    before, else generated now (about 2 min for 200k partitions on 2 cores) and cached."""
+    before, else generated now (minutes for 200k partitions: see docs/simulator.md) and cached."""
     shape = shape_for(partitions)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     root = cache / shape.key
