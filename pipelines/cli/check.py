@@ -1,10 +1,8 @@
 """``jbod check``: data-quality checks on the Delta tables — great-expectations suites for the KIP-858 invariants
 (:mod:`pipelines.quality.checks`, docs/data-quality.md).
 
-:func:`register` adds the command to the ``jbod`` app; ``pipelines.cli.main`` calls it at the bottom of its module, so
-the helpers shared with the other commands (``_fail``, ``_table``, ``_console``) are imported inside the command,
-never at import time (an import cycle). great-expectations, pandas and Delta are imported only when the command
-runs: they take seconds to load, and no other command should pay for them.
+:func:`register` adds the command to the ``jbod`` app (``pipelines.cli.main``). great-expectations, pandas and
+Delta are imported only when the command runs: they take seconds to load, and no other command should pay for them.
 
 Exit codes: 0 when no expectation fails at the configured level (``quality.fail_on``: ``error`` by default,
 ``warning``, or ``never``), 1 when one does, 2 for bad input (no tables, an unknown cluster or suite).
@@ -16,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from pipelines.cli import shared
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -110,9 +110,8 @@ def register(app: typer.Typer) -> None:
         docs under [italic]<tables>/_dq/data_docs[/] and exits 1 when an expectation fails at the [bold]--fail-on[/]
         level (errors, by default).
         """
-        from pipelines.cli.main import _console, _fail, _table  # noqa: PLC0415 - see the module docstring
 
-        with _fail():
+        with shared.fail():
             from pipelines.config.profiles import resolve_config  # noqa: PLC0415
             from pipelines.quality.checks import ExternalInputs, run_checks  # noqa: PLC0415
 
@@ -129,9 +128,9 @@ def register(app: typer.Typer) -> None:
 
                 print(json.dumps(run.to_json(quality.fail_on), sort_keys=True))
                 if run.data_docs is not None:
-                    _console(stderr=True).print(f"Data docs: {run.data_docs}", highlight=False)
+                    shared.console(stderr=True).print(f"Data docs: {run.data_docs}", highlight=False)
             else:
-                _print_run(run, quality.fail_on, _console(), _table)
+                _print_run(run, quality.fail_on, shared.console(), shared.table)
         code = run.exit_code(quality.fail_on)
         if code:
             raise typer.Exit(code)

@@ -1,9 +1,8 @@
 """``jbod maintain``: compaction, vacuum, checkpoint and log clean-up of every Delta table under the tables
 directory (:mod:`pipelines.lakehouse.maintenance`, docs/jobs.md).
 
-:func:`register` adds the command to the ``jbod`` app; ``pipelines.cli.main`` calls it at the bottom of its module, so
-the helpers shared with the other commands (``_fail``, ``_table``, ``_console``) are imported inside the command,
-never at import time (an import cycle). Delta loads only when the command runs.
+:func:`register` adds the command to the ``jbod`` app (``pipelines.cli.main``). Delta loads only when the command
+runs.
 
 Exit codes: 0 every table maintained, 1 a table was not (a concurrent commit won, or Delta failed: the table's row
 says which), 2 bad input (no tables, a retention below 168 h without ``--force``).
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from pipelines.cli import shared
 
 if TYPE_CHECKING:
     from pipelines.lakehouse.maintenance import MaintenanceRun
@@ -85,9 +86,8 @@ def register(app: typer.Typer) -> None:
         Safe next to the streaming job: its exactly-once app transactions survive compaction, and a compaction
         that races one of its commits is reported as a conflict (exit 1) instead of being forced.
         """
-        from pipelines.cli.main import _console, _fail, _table  # noqa: PLC0415 - see the module docstring
 
-        with _fail():
+        with shared.fail():
             from pipelines.config.profiles import resolve_config  # noqa: PLC0415
             from pipelines.lakehouse.maintenance import maintain as run_maintenance  # noqa: PLC0415
 
@@ -99,6 +99,6 @@ def register(app: typer.Typer) -> None:
 
                 print(json.dumps(run.to_json(), sort_keys=True))
             else:
-                _print(run, _console(), _table)
+                _print(run, shared.console(), shared.table)
         if not run.ok:
             raise typer.Exit(1)

@@ -1,8 +1,7 @@
 """``jbod notebook``: list the exploration notebooks and run one headless with parameters
 (:mod:`pipelines.report.notebooks`).
 
-:func:`register` adds the command to the ``jbod`` app; ``pipelines.cli.main`` calls it at the bottom of its module (its
-shared helpers are imported inside the command: importing them at module level would be an import cycle).
+:func:`register` adds the command to the ``jbod`` app (``pipelines.cli.main``).
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from pipelines.cli import shared
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +33,6 @@ def register(app: typer.Typer) -> None:
         Jupyter or VS Code). Without NAME, list the notebooks and their parameters."""
         import nbformat  # noqa: PLC0415 - the Jupyter stack loads only for this command
 
-        from pipelines.cli.main import _console, _fail, _table  # noqa: PLC0415
         from pipelines.report.notebooks import (  # noqa: PLC0415
             declared_params,
             find_notebook,
@@ -41,17 +41,18 @@ def register(app: typer.Typer) -> None:
             run_notebook,
         )
 
-        with _fail():
+        with shared.fail():
             if name is None:
-                table = _table("Notebooks (jbod notebook NAME --param K=V)", "notebook", "parameters (defaults)")
+                listing = shared.table("Notebooks (jbod notebook NAME --param K=V)", "notebook",
+                                       "parameters (defaults)")
                 for path in notebooks():
                     params = declared_params(nbformat.read(path, as_version=4))
-                    table.add_row(path.stem, "\n".join(f"{k} = {v}" for k, v in params.items()))
-                _console().print(table)
+                    listing.add_row(path.stem, "\n".join(f"{k} = {v}" for k, v in params.items()))
+                shared.console().print(listing)
                 return
             path = find_notebook(name)
             target = out if out is not None else Path("out") / "notebooks" / f"{path.stem}.ipynb"
-            _console(stderr=True).print(f"running {path.name} …", highlight=False)
+            shared.console(stderr=True).print(f"running {path.name} …", highlight=False)
             result = run_notebook(path, parse_params(param or []), target)
-            _console().print(f"{result.notebook.name}: {result.cells} cells, {result.plots} plots in "
+            shared.console().print(f"{result.notebook.name}: {result.cells} cells, {result.plots} plots in "
                              f"{result.seconds:.0f} s → {result.output}", highlight=False)

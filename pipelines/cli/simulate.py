@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from jbod_model.errors import JbodError
@@ -37,17 +36,14 @@ from jbod_model.simulator.output import (
     write_result,
 )
 from jbod_model.simulator.scenarios import SCENARIOS, Scenario
+from pipelines.cli import shared
+from pipelines.cli.shared import EXIT_INPUT
 
-EXIT_VIOLATION, EXIT_INPUT = 1, 2
-
-
-def _console(*, stderr: bool = False) -> Console:
-    # Built per use so the terminal width (COLUMNS) is read when printing, not at import.
-    return Console(stderr=stderr, soft_wrap=True)
+EXIT_VIOLATION = 1
 
 
 def _fail(message: str) -> typer.Exit:
-    _console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    shared.console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(EXIT_INPUT)
 
 
@@ -63,7 +59,7 @@ def _list(as_json: bool) -> None:
     for s in SCENARIOS.values():
         expected = sorted([p.value for p in s.expected_violations] + sorted(s.expected_invariants))
         table.add_row(s.name, s.description, ", ".join(s.pains), ", ".join(expected) or "-")
-    _console().print(table)
+    shared.console().print(table)
 
 
 def _report(result: SimulationResult, paths: OutputPaths, scenario: Scenario | None, as_json: bool,
@@ -93,7 +89,7 @@ def _report(result: SimulationResult, paths: OutputPaths, scenario: Scenario | N
     if as_json:
         print(json.dumps(doc))
         return ok
-    console = _console()
+    console = shared.console()
     console.print(f"[bold]{result.name}[/] (seed {result.seed}): {result.description}", highlight=False)
     state = "quiescent" if result.quiescent else "NOT quiescent"
     console.print(f"cluster {result.cluster_id}, metadata.version {doc['metadataVersion']}, "

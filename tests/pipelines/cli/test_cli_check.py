@@ -24,7 +24,7 @@ from test_quality_support import (
 from typer.testing import CliRunner
 
 from pipelines.cli.check import register
-from pipelines.cli.main import EXIT_INPUT
+from pipelines.cli.shared import EXIT_INPUT
 from pipelines.quality.checks import CHECKS, SKIPS, read_results
 
 runner = CliRunner(env={"COLUMNS": "200"})

@@ -23,7 +23,8 @@ from jbod_model.records.metadata import (
 from jbod_model.replay import replay_records
 from jbod_model.storage.log_writer import write_segment_entries
 from jbod_model.uuid import Uuid
-from pipelines.cli.main import EXIT_DECODE, EXIT_INPUT, EXIT_REPLAY, app
+from pipelines.cli import app
+from pipelines.cli.shared import EXIT_DECODE, EXIT_INPUT, EXIT_REPLAY
 
 runner = CliRunner(env={"COLUMNS": "200"})
 D1, D2 = sorted([random_directory_id(), random_directory_id()])
@@ -202,10 +203,10 @@ def test_progress_on_a_terminal_passes_every_entry_through(monkeypatch: pytest.M
 
     from rich.console import Console
 
-    from pipelines.cli import main as cli
+    from pipelines.cli import shared
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "_console", lambda stderr=False: Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(shared, "console", lambda stderr=False: Console(file=screen, force_terminal=True, width=100))
     entries = [LogEntry(offset=i, record=r) for i, r in enumerate(disk_failure_records() * 300)]  # type: ignore[arg-type]
-    assert list(cli._tracked(iter(entries), "replaying")) == entries
+    assert list(shared.tracked(iter(entries), "replaying")) == entries
     assert "replaying" in screen.getvalue()

@@ -26,8 +26,9 @@ from jbod_model.records.metadata import (
 from jbod_model.report import build_report
 from jbod_model.stream import entry_to_line
 from jbod_model.uuid import Uuid
-from pipelines.cli.main import EXIT_INPUT
-from pipelines.cli.report import load_from_inputs, load_from_records, register
+from pipelines.cli.report import register
+from pipelines.cli.shared import EXIT_INPUT
+from pipelines.report.load import load_from_inputs, load_from_records
 from pipelines.report.render import fleet_rows, page_name, render_fleet_html
 
 runner = CliRunner(env={"COLUMNS": "200"})

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 import pipelines.streaming.job
-from pipelines.cli.main import DEMO_CLUSTER_ID, DEMO_LOG_DIRS, app
+from pipelines.cli import app
+from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import directory_paths
 from pipelines.streaming.job import DEMO_INPUT, ClusterSummary, RunSummary

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
-from pipelines.cli.main import EXIT_INPUT, app
+from pipelines.cli import app
+from pipelines.cli.shared import EXIT_INPUT
 from pipelines.streaming.job import run_job
 from pipelines.synthetic import SyntheticSpec, generate, write_metadata_dir
 

@@ -17,7 +17,10 @@ from jbod_model.meta_properties import DirInventoryRow, MetaProperties, MetaProp
 from jbod_model.report import DirectoryPaths
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
-from pipelines.cli.main import DEMO_CLUSTER_ID, DEMO_LOG_DIRS, EXIT_INPUT, _directory_id, app
+from pipelines.cli import app
+from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
+from pipelines.cli.shared import EXIT_INPUT
+from pipelines.cli.whatif import directory_id
 from pipelines.lakehouse.tables import DIR_INVENTORY, DeltaRsWriter, read_table
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -145,6 +148,6 @@ def test_a_path_with_a_replaced_disk_means_the_online_directory() -> None:
     old, new = Uuid(7, 1), Uuid(7, 2)
     paths = DirectoryPaths.from_inventory(
         [DirInventoryRow(node_id=2, path="/mnt/d1", directory_id=d, cluster_id="c", version=1) for d in (old, new)])
-    assert _directory_id("2:/mnt/d1", paths, frozenset({new, Uuid(7, 3)})) == new
+    assert directory_id("2:/mnt/d1", paths, frozenset({new, Uuid(7, 3)})) == new
     with pytest.raises(InputError, match="several"):
-        _directory_id("2:/mnt/d1", paths)
+        directory_id("2:/mnt/d1", paths)

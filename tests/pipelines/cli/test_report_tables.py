@@ -28,7 +28,8 @@ from jbod_model.simulator.output import write_result
 from jbod_model.simulator.scenarios import run_scenario
 from jbod_model.storage.files import parse_segment_name
 from jbod_model.stream import StreamRunner, load_jsonl
-from pipelines.cli.main import DEMO_CLUSTER_ID, DEMO_LOG_DIRS, app
+from pipelines.cli import app
+from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import replica_assignments_with_paths
 from pipelines.streaming.job import DEMO_INPUT, RunSummary, run_job

@@ -19,7 +19,7 @@ import pytest
 from spark_support import assert_tables_match_model, model_log, step_offsets
 from typer.testing import CliRunner
 
-from pipelines.cli.main import app
+from pipelines.cli import app
 from pipelines.cli.spark_submit import SUBMIT_SCRIPT
 from pipelines.lakehouse.tables import clusters
 from pipelines.streaming.job import DEMO_INPUT

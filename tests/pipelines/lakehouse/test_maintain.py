@@ -18,7 +18,8 @@ from deltalake.table import TableOptimizer
 from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
-from pipelines.cli.main import EXIT_INPUT, app
+from pipelines.cli import app
+from pipelines.cli.shared import EXIT_INPUT
 from pipelines.config.profiles import MaintenanceSettings
 from pipelines.lakehouse.maintenance import discover_tables, maintain
 from pipelines.lakehouse.tables import read_table

@@ -13,7 +13,7 @@ from spark_support import assert_tables_match_model, snapshot_tables, step_offse
 from typer.testing import CliRunner
 
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
-from pipelines.cli.main import app
+from pipelines.cli import app
 from pipelines.lakehouse.maintenance import discover_tables
 from pipelines.lakehouse.tables import as_of_image, table_schemas
 from pipelines.streaming.job import _query_id, run_job

@@ -23,7 +23,6 @@ from jbod_model.replay import replay_entries
 from jbod_model.report import DirLocation, build_report
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
-from pipelines.cli.report import load_from_records
 from pipelines.lakehouse.tables import (
     DIR_INVENTORY,
     DeltaRsWriter,
@@ -37,6 +36,7 @@ from pipelines.lakehouse.tables import (
     resolve_cluster,
     table_schemas,
 )
+from pipelines.report.load import load_from_records
 from pipelines.report.render import report_to_json
 from pipelines.synthetic import generate
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
-from pipelines.cli.main import app
+from pipelines.cli import app
 from pipelines.report.notebooks import (
     INJECTED_TAG,
     declared_params,

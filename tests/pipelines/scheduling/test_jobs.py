@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
-from pipelines.cli.main import EXIT_INPUT, app
+from pipelines.cli import app
+from pipelines.cli.shared import EXIT_INPUT
 from pipelines.scheduling.jobs import JOBS_FILE, JobsFile, expand_args, load_jobs, run_order, variables
 
 runner = CliRunner(env={"COLUMNS": "200"})

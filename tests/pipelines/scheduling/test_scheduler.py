@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
-from pipelines.cli.main import app
+from pipelines.cli import app
 from pipelines.scheduling.jobs import JobsFile, load_jobs
 from pipelines.scheduling.scheduler import Run, Scheduler, SubprocessLauncher
 

@@ -22,7 +22,7 @@ from jbod_model.replay import Replayer
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
-from pipelines.cli.main import app
+from pipelines.cli import app
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import as_of_image, read_table
 from pipelines.streaming.job import RunSummary, run_job
