@@ -41,7 +41,8 @@ from jbod_model.directory_id import UNASSIGNED
 from jbod_model.uuid import Uuid
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
 from pipelines.lakehouse.tables import table_schemas
-from pipelines.quality.checks import FRAMES, ExternalInputs, GxRunner, TableSet, _Build, checks_for, run_checks
+from pipelines.quality import FRAMES, ExternalInputs, GxRunner, TableSet, checks_for, run_checks
+from pipelines.quality.frames import Build
 
 CLUSTER = "bench"
 START_MS = 1_700_000_000_000
@@ -280,7 +281,7 @@ def measure(root: Path, engine: str, spark: Any) -> dict[str, Any]:
         tables.table(name)
     out["read_s"] = round(time.monotonic() - t0, 2)
     # The phases of check_cluster, timed one by one (frame builders are private: this file is their benchmark).
-    build = _Build(tables, settings, ExternalInputs())
+    build = Build(tables, settings, ExternalInputs())
     frames: dict[str, Any] = {}
     frame_s: dict[str, float] = {}
     checks = checks_for(SUITE_NAMES)

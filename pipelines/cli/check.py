@@ -1,5 +1,5 @@
 """``jbod check``: data-quality checks on the Delta tables — great-expectations suites for the KIP-858 invariants
-(:mod:`pipelines.quality.checks`, docs/data-quality.md).
+(:mod:`pipelines.quality`, docs/data-quality.md).
 
 :func:`register` adds the command to the ``jbod`` app (``pipelines.cli.main``). great-expectations, pandas and
 Delta are imported only when the command runs: they take seconds to load, and no other command should pay for them.
@@ -20,7 +20,7 @@ from pipelines.cli import shared
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pipelines.quality.checks import CheckResult, QualityRun
+    from pipelines.quality import CheckResult, QualityRun
 
 _STATUS_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "skipped": "dim"}
 
@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
 
         with shared.fail():
             from pipelines.config.profiles import resolve_config  # noqa: PLC0415
-            from pipelines.quality.checks import ExternalInputs, run_checks  # noqa: PLC0415
+            from pipelines.quality import ExternalInputs, run_checks  # noqa: PLC0415
 
             config = resolve_config(conf, cli={"tables": tables, "quality.suites": suite,
                                                "quality.engine": engine, "quality.fail_on": fail_on})
@@ -140,7 +140,7 @@ def _run_on_spark(config: Any, cluster: str | None, inputs: Any, docs: bool) -> 
     """The spark engine: a session from the profile (its stdout chatter sent to stderr), stopped afterwards."""
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
-    from pipelines.quality.checks import run_checks  # noqa: PLC0415
+    from pipelines.quality import run_checks  # noqa: PLC0415
     from pipelines.streaming.job import spark_session, stdout_to_stderr  # noqa: PLC0415
 
     with stdout_to_stderr():

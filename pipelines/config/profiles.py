@@ -53,7 +53,7 @@ class SparkSettings(_Strict):
     conf: dict[str, str] = Field(default_factory=dict)
 
 
-#: A data-quality suite of ``jbod check`` (``pipelines.quality.checks``; docs/data-quality.md).
+#: A data-quality suite of ``jbod check`` (``pipelines.quality``; docs/data-quality.md).
 Suite = Literal["structural", "semantic", "history", "log", "external"]
 SUITE_NAMES: tuple[str, ...] = get_args(Suite)
 

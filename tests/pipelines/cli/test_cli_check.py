@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from pipelines.cli.check import register
 from pipelines.cli.shared import EXIT_INPUT
-from pipelines.quality.checks import CHECKS, SKIPS, read_results
+from pipelines.quality import CHECKS, SKIPS, read_results
 
 runner = CliRunner(env={"COLUMNS": "200"})
 

@@ -29,7 +29,7 @@ from jbod_model.simulator.scenarios import SCENARIOS
 from pipelines.cli.check import register
 from pipelines.config.profiles import QualitySettings
 from pipelines.lakehouse.tables import read_table
-from pipelines.quality.checks import ExternalInputs, GxRunner, TableSet, check_cluster, run_checks
+from pipelines.quality import ExternalInputs, GxRunner, TableSet, check_cluster, run_checks
 from pipelines.streaming.job import run_job
 from pipelines.synthetic import write_metadata_dir
 

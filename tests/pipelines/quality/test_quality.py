@@ -1,4 +1,4 @@
-"""``pipelines.quality.checks`` on tables, without Spark: every kind of violation injected into a clean lakehouse (the
+"""``pipelines.quality`` on tables, without Spark: every kind of violation injected into a clean lakehouse (the
 bundled demo, written by the job's own operator and Delta writer) makes exactly the expectation for it fail — and
 nothing else; the clean tables pass; the results carry a sample of the offending rows with their offsets; the
 checks agree with ``jbod_model.invariants`` where both apply.
@@ -56,7 +56,7 @@ from jbod_model.replay import MetadataDelta, replay_entries, replay_records
 from jbod_model.replicas import partition_replicas
 from jbod_model.uuid import Uuid
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
-from pipelines.quality.checks import (
+from pipelines.quality import (
     CHECKS,
     SKIPS,
     CheckResult,

@@ -131,7 +131,7 @@ def test_the_tracker_without_history_keeps_its_step_checks() -> None:
 
 
 def test_check_modules_import_great_expectations_lazily() -> None:
-    code = ("import sys, pipelines.quality.checks, pipelines.cli.check, pipelines.config.profiles\n"
+    code = ("import sys, pipelines.quality, pipelines.cli.check, pipelines.config.profiles\n"
             "print('great_expectations' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[3])

@@ -19,7 +19,7 @@ from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from pipelines.lakehouse.tables import as_of_image, offline_intervals, read_table
-from pipelines.quality.checks import run_checks
+from pipelines.quality import run_checks
 from pipelines.streaming.job import run_job
 from pipelines.synthetic import SyntheticSpec, generate, write_metadata_dir
 
