@@ -174,7 +174,7 @@ class RunSummary:
                              for c in self.clusters]}
 
 
-def _query_id(checkpoint_dir: Path) -> str:
+def query_id(checkpoint_dir: Path) -> str:
     """The streaming query's id, kept in the checkpoint: the same across restarts, so it keys the Delta app
     transactions that make every micro-batch's writes idempotent."""
     meta = checkpoint_dir / "metadata"
@@ -198,7 +198,7 @@ class _Sink:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         if self._writer is None:
-            self._writer = self._make_writer(f"kraft-jbod:{_query_id(self._checkpoint_dir)}")
+            self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
         rows = df.toArrow().to_pylist()
         computed = time.monotonic()
@@ -284,9 +284,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             query.processAllAvailable()
             query.stop()
         if query.exception() is not None:
-            raise _job_failure(str(query.exception()), _see(jvm_log, own_session))
+            raise job_failure(str(query.exception()), _see(jvm_log, own_session))
     except StreamingQueryException as e:
-        raise _job_failure(str(e), _see(jvm_log, own_session)) from e
+        raise job_failure(str(e), _see(jvm_log, own_session)) from e
     finally:
         if own_session:
             session.stop()
@@ -301,7 +301,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
 _MODEL_ERROR = re.compile(r"jbod_model\.errors\.(DecodeError|InputError): (.+)")
 
 
-def _job_failure(text: str, see: str) -> JbodError:
+def job_failure(text: str, see: str) -> JbodError:
     """The error a failed query becomes: a bad input (undecodable bytes, a malformed file) read in the source is
     raised as the model error it was — its message names the file and offset, and the CLI gives it its own exit
     code — rather than as the Spark error wrapping it, whose Python and JVM stack traces bury that message."""

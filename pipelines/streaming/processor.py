@@ -329,7 +329,8 @@ class RowSink:
 # The processor
 
 
-_MAP_STATES: dict[str, tuple[str, str]] = {
+#: The operator's map states: name → (key schema, value schema), as ``getMapState`` declares them.
+MAP_STATES: dict[str, tuple[str, str]] = {
     "features": ("name string", "level int"),
     "brokers": ("broker_id int", "reg string"),
     "topics": ("topic_id string", "name string, ranges string"),
@@ -346,7 +347,7 @@ class ClusterReplayProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._meta: ValueState = handle.getValueState("meta", _META_SCHEMA)
-        self._maps = {name: handle.getMapState(name, key, value) for name, (key, value) in _MAP_STATES.items()}
+        self._maps = {name: handle.getMapState(name, key, value) for name, (key, value) in MAP_STATES.items()}
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:

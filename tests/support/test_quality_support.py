@@ -22,7 +22,7 @@ from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner, load_json
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import DeltaRsWriter, as_of_image
 from pipelines.streaming.codec import entry_to_row
-from pipelines.streaming.processor import _MAP_STATES, replay_batch
+from pipelines.streaming.processor import MAP_STATES, replay_batch
 from pipelines.synthetic import SyntheticSpec, generate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def write_lakehouse(tables: Path, cluster_id: str, entries: Sequence[StreamEntry
     and write the job's Delta tables for ``cluster_id`` under ``tables`` (several clusters may share it).
     ``snapshot`` (its records, its end offset) is where the stream starts, as the source starts a log whose
     beginning was deleted."""
-    maps = {name: FakeMapState() for name in _MAP_STATES}
+    maps = {name: FakeMapState() for name in MAP_STATES}
     meta = FakeValueState()
     writer = DeltaRsWriter(tables, f"kraft-jbod:test:{cluster_id}")
     writer.ensure_tables()

@@ -16,7 +16,7 @@ from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.cli import app
 from pipelines.lakehouse.maintenance import discover_tables
 from pipelines.lakehouse.tables import as_of_image, table_schemas
-from pipelines.streaming.job import _query_id, run_job
+from pipelines.streaming.job import query_id, run_job
 from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -36,7 +36,7 @@ def test_maintenance_between_runs_keeps_the_tables_exactly_once(spark: SparkSess
     offsets = step_offsets(entries[:half], limit=8)
     images = {n: as_of_image(tables, "kept", n) for n in [None, *offsets]}
     rows = snapshot_tables(tables)
-    app_id = f"kraft-jbod:{_query_id(checkpoint)}"
+    app_id = f"kraft-jbod:{query_id(checkpoint)}"
     marks = {name: DeltaTable(tables / name).transaction_version(app_id) for name in table_schemas()}
     assert max(v for v in marks.values() if v is not None) >= 2  # several micro-batches committed
     files_before = {p.name: len(DeltaTable(p).file_uris()) for p in discover_tables(tables)}

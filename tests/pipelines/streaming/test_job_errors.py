@@ -4,7 +4,7 @@ message (file, byte, offsets) and no Spark stack trace; anything else stays a Sp
 from __future__ import annotations
 
 from jbod_model.errors import DecodeError, InputError, JbodError
-from pipelines.streaming.job import _job_failure
+from pipelines.streaming.job import job_failure
 
 SPARK_TEXT = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted.
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
@@ -16,7 +16,7 @@ jbod_model.errors.DecodeError: cluster c: offsets 25..28 cannot be read from /in
 
 
 def test_a_decode_error_in_the_source_is_raised_as_itself() -> None:
-    err = _job_failure(SPARK_TEXT, " (Spark's own log: /t/spark-driver.log)")
+    err = job_failure(SPARK_TEXT, " (Spark's own log: /t/spark-driver.log)")
     assert type(err) is DecodeError
     assert str(err) == ("cluster c: offsets 25..28 cannot be read from /in/00000000000000000000.log at byte 2040"
                         " (Spark's own log: /t/spark-driver.log)")
@@ -25,10 +25,10 @@ def test_a_decode_error_in_the_source_is_raised_as_itself() -> None:
 def test_an_input_error_too_and_the_last_one_wins() -> None:
     text = ("jbod_model.errors.InputError: first\n...\n"
             "jbod_model.errors.InputError: cluster x was in the stream but its input is gone\n")
-    err = _job_failure(text, "")
+    err = job_failure(text, "")
     assert type(err) is InputError and str(err) == "cluster x was in the stream but its input is gone"
 
 
 def test_anything_else_stays_a_spark_failure() -> None:
-    err = _job_failure("java.lang.OutOfMemoryError: Java heap space", "")
+    err = job_failure("java.lang.OutOfMemoryError: Java heap space", "")
     assert type(err) is JbodError and str(err).startswith("the Spark job failed: java.lang.OutOfMemoryError")

@@ -19,7 +19,7 @@ from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from pipelines.lakehouse.tables import plan_batch
 from pipelines.streaming.codec import InputRow, entry_to_row
-from pipelines.streaming.processor import _MAP_STATES, replay_batch
+from pipelines.streaming.processor import MAP_STATES, replay_batch
 from pipelines.synthetic import SyntheticSpec, generate
 
 
@@ -44,7 +44,7 @@ def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[
 def test_batches_through_the_operator_give_the_model(size: int) -> None:
     entries = generate(SyntheticSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
                                      replication_factor=2, operations=14, noop_share=0.1))
-    maps = {name: FakeMapState() for name in _MAP_STATES}
+    maps = {name: FakeMapState() for name in MAP_STATES}
     meta = FakeValueState()
     current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
     for i in range(0, len(entries), size):
@@ -62,7 +62,7 @@ def test_batches_through_the_operator_give_the_model(size: int) -> None:
 def test_state_traffic_of_one_record_does_not_grow_with_the_cluster() -> None:
     def traffic(topics: int) -> int:
         entries = generate(SyntheticSpec(seed=3, topics=topics, partitions_per_topic=20, operations=0))
-        maps = {name: FakeMapState() for name in _MAP_STATES}
+        maps = {name: FakeMapState() for name in MAP_STATES}
         meta = FakeValueState()
         replay_batch("c", _frame(entries), meta, maps)  # type: ignore[arg-type]
         for m in maps.values():
@@ -106,7 +106,7 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
                 LogEntry(offset=cut + 1, record=NoOpRecord(), batch_base_offset=cut)]
     before, snapshot_image = replay_entries(entries[:cut]), replay_entries(entries[:snap_end])
 
-    maps = {name: FakeMapState() for name in _MAP_STATES}
+    maps = {name: FakeMapState() for name in MAP_STATES}
     meta = FakeValueState()
     current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
     _fold(current, replay_batch("c", _frame([*entries[:cut], *open_txn]), meta, maps))  # type: ignore[arg-type]
@@ -157,7 +157,7 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
     rows = [dataclasses.asdict(entry_to_row("c", "record", e.offset, e)) for e in kept]
     at = next(i for i, r in enumerate(rows) if r["offset"] > last)
     batch = pd.DataFrame([*rows[:at], dataclasses.asdict(gap), *rows[at:]])
-    maps = {name: FakeMapState() for name in _MAP_STATES}
+    maps = {name: FakeMapState() for name in MAP_STATES}
     meta = FakeValueState()
     current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
     out = replay_batch("c", batch, meta, maps)  # type: ignore[arg-type]
