@@ -20,9 +20,9 @@ from jbod_model.errors import InputError
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
-from jbod_model.storage.files import FileKind, file_kind, parse_snapshot_name
+from jbod_model.storage.files import FileKind, parse_snapshot_name
 from jbod_model.storage.log_reader import ReadPolicy, ReadReport, read_log_entries
-from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries
+from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries, record_file
 from jbod_model.stream import StreamEntry, read_jsonl
 
 _SNIFF_BYTES = 4096
@@ -40,30 +40,32 @@ class InputKind(Enum):
 
 
 def detect_kind(path: str | Path) -> InputKind:
-    """Decide by name first (Kafka's file names are exact), then by content for text files."""
+    """Decide by name when Kafka named the file (its names are exact), else by content: a file that starts with a
+    sound record batch is a segment or snapshot (:func:`~jbod_model.storage.metadata_dir.record_file`), a text
+    file is canonical JSONL or dump-log output."""
     p = Path(path)
     if p.is_dir():
         return InputKind.METADATA_DIR
     if not p.is_file():
         raise InputError(f"{p}: no such file or directory")
-    kind = file_kind(p)
-    if kind is FileKind.SEGMENT:
-        return InputKind.SEGMENT
-    if kind is FileKind.SNAPSHOT:
-        return InputKind.SNAPSHOT
-    if kind is FileKind.BOOTSTRAP:
-        return InputKind.BOOTSTRAP
+    rf = record_file(p)
+    if rf is not None:
+        return _RECORD_FILE_KINDS[rf.kind]
     with p.open("rb") as f:
         head = f.read(_SNIFF_BYTES)
     if b"\x00" in head:
-        raise InputError(f"{p}: a binary file that is not named like a metadata segment (<20 digits>.log) or "
-                         "snapshot (<20 digits>-<10 digits>.checkpoint)")
+        raise InputError(f"{p}: a binary file that is neither a metadata segment nor a snapshot (it does not start "
+                         "with a valid record batch: magic 2, a length that fits the file, a matching CRC)")
     text = head.decode("utf-8", errors="replace").lstrip()
     if text.startswith("{"):
         return InputKind.JSONL
     if "baseOffset:" in text or "| offset:" in text or "Dumping " in text or " payload: " in text:
         return InputKind.DUMP_TEXT
     raise InputError(f"{p}: neither canonical JSONL (one JSON object per line) nor kafka-dump-log output")
+
+
+_RECORD_FILE_KINDS = {FileKind.SEGMENT: InputKind.SEGMENT, FileKind.SNAPSHOT: InputKind.SNAPSHOT,
+                      FileKind.BOOTSTRAP: InputKind.BOOTSTRAP}
 
 
 @dataclass
@@ -94,9 +96,16 @@ def snapshot_image(entries: Iterable[LogEntry], last_offset: int) -> MetadataIma
 
 
 def _snapshot_image(path: Path, policy: ReadPolicy, report: ReadReport) -> MetadataImage:
+    """A snapshot's image; one whose name does not carry its end offset (bootstrap.checkpoint, or a snapshot
+    copied under another name) stands for the state before offset 0."""
     sid = parse_snapshot_name(path.name)
     return snapshot_image(read_snapshot_entries(path, policy=policy, report=report),
                           sid.end_offset - 1 if sid is not None else -1)
+
+
+def _base_offset(path: Path) -> int:
+    rf = record_file(path)
+    return rf.base_offset if rf is not None else 0
 
 
 def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", until_offset: int | None = None,
@@ -126,7 +135,7 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
             raise InputError(f"the snapshot already holds offsets up to {loaded.base_image.last_offset}, at or "
                              f"past --until-offset {until_offset}")
     elif kind is InputKind.SEGMENT:
-        ordered = sorted((Path(p) for p in paths), key=lambda p: p.name)
+        ordered = sorted((Path(p) for p in paths), key=_base_offset)
         loaded.entries = _until((e for p in ordered for e in read_log_entries(p, policy=policy, report=report)),
                                 until_offset)
     elif kind is InputKind.JSONL:

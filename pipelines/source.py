@@ -120,9 +120,13 @@ def discover(paths: Sequence[str | Path], *, cluster_id: str | None = None,
             texts.setdefault((named(path, path.stem), "jsonl"), []).append(str(path))
         elif kind is InputKind.DUMP_TEXT:
             texts.setdefault((named(path, path.stem), "dump"), []).append(str(path))
-        else:
-            raise InputError(f"{path}: give the metadata log directory (the one holding {METADATA_PARTITION_DIR}), "
-                             f"canonical JSONL or kafka-dump-log text, not a single {kind.value}")
+        elif depth == 0:
+            # A segment or snapshot named on its own is a log of that one file (MetadataLogDir.of_file); several
+            # of one cluster merge by offset like nodes' copies. Its cluster is the node's, when it sits in one.
+            in_node = path.parent.name == METADATA_PARTITION_DIR
+            cid = explicit.get(str(path.resolve())) or (
+                _cluster_id_of_log(path.parent.parent, cluster_id) if in_node else cluster_id or path.stem)
+            logs.setdefault(cid, []).append(str(path))
 
     for p in paths:
         path = Path(p)
