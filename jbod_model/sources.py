@@ -78,6 +78,15 @@ class LoadedInput:
     report: ReadReport = field(default_factory=ReadReport)
     dump_readers: list[DumpLogReader] = field(default_factory=list)
 
+    def skipped(self) -> list[str]:
+        """What the readers skipped under policy ``skip``, one line each (the summary, then every range, line and
+        dump-text problem), for the commands to print: read the entries first."""
+        out = [] if self.report.clean else [self.report.summary()]
+        out += [str(s) for s in self.report.skipped] + [str(m) for m in self.report.missing]
+        for reader in self.dump_readers:
+            out += [str(p) for p in reader.report().problems]
+        return out
+
 
 def _until(entries: Iterable[StreamEntry], until_offset: int | None) -> Iterator[StreamEntry]:
     """Records with offset < N (Kafka's snapshot end-offset convention); the stream stops at the first record at
@@ -139,7 +148,7 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
         loaded.entries = _until((e for p in ordered for e in read_log_entries(p, policy=policy, report=report)),
                                 until_offset)
     elif kind is InputKind.JSONL:
-        loaded.entries = _until(_read_jsonl_files(paths), until_offset)
+        loaded.entries = _until(_read_jsonl_files(paths, policy, report), until_offset)
     else:
         readers = [DumpLogReader.from_path(p, policy=ErrorPolicy.FAIL if policy == "fail" else ErrorPolicy.SKIP)
                    for p in paths]
@@ -148,7 +157,8 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
     return loaded
 
 
-def _read_jsonl_files(paths: Sequence[str | Path]) -> Iterator[StreamEntry]:
+def _read_jsonl_files(paths: Sequence[str | Path], policy: ReadPolicy, report: ReadReport) -> Iterator[StreamEntry]:
     for p in paths:
-        with Path(p).open(encoding="utf-8") as f:
-            yield from read_jsonl(f, source=str(p))
+        report.files += 1
+        with Path(p).open("rb") as f:  # bytes: a line that is not UTF-8 is one bad line, not a crash
+            yield from read_jsonl(f, source=str(p), policy=policy, report=report)

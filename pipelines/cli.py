@@ -134,12 +134,8 @@ def _runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
 
 
 def _report_skips(loaded: LoadedInput) -> None:
-    if not loaded.report.clean:
-        _console(stderr=True).print(f"[yellow]skipped:[/] {loaded.report.summary()}", highlight=False)
-    for reader in loaded.dump_readers:
-        report = reader.report()
-        for problem in report.problems:
-            _console(stderr=True).print(f"[yellow]skipped:[/] {problem}", highlight=False)
+    for line in loaded.skipped():
+        _console(stderr=True).print(f"[yellow]skipped:[/] {line}", highlight=False)
 
 
 def _table(title: str, *columns: str) -> Table:

@@ -78,10 +78,7 @@ def load_from_inputs(inputs: list[Path], *, until_offset: int | None = None, pol
     runner = StreamRunner(ReferenceController(loaded.base_image))
     tracker = ReportTracker(loaded.base_image)
     run_and_track(runner, track(loaded.entries), tracker)
-    skipped = [] if loaded.report.clean else [loaded.report.summary()]
-    for reader in loaded.dump_readers:
-        skipped.extend(str(p) for p in reader.report().problems)
-    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(skipped))
+    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(loaded.skipped()))
 
 
 def load_from_records(entries: Iterable[LogEntry], base_image: MetadataImage = EMPTY_IMAGE) -> ReportData:

@@ -50,7 +50,7 @@ from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import ReadPolicy, ReadReport
 from jbod_model.storage.metadata_dir import MetadataLog, MetadataLogDir, read_snapshot_entries
 from jbod_model.storage.tail import TailScan, scan_tail
-from jbod_model.stream import parse_jsonl_line
+from jbod_model.stream import read_jsonl
 from pipelines.codec import InputRow, entry_to_row
 
 SOURCE_NAME = "kraft_metadata"
@@ -324,7 +324,7 @@ def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPol
     if ci.kind == "log":
         yield from _read_log(ci, start, end, policy)
     elif ci.kind == "jsonl":
-        yield from _read_jsonl(ci, start, end)
+        yield from _read_jsonl(ci, start, end, policy)
     else:
         cache = dumps or DumpCache()
         for e in cache.cluster_entries(ci, policy):
@@ -443,7 +443,10 @@ def _where(log: MetadataLog, report: ReadReport, first: int, until: int) -> str:
     return ", ".join(_files(log, report, first, until)) or ", ".join(str(c.partition_dir) for c in log.copies)
 
 
-def _read_jsonl(ci: ClusterInput, start: Position, end: Position) -> Iterator[InputRow]:
+def _read_jsonl(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> Iterator[InputRow]:
+    """The entries of the JSONL lines in the range, parsed as every command parses them
+    (:func:`jbod_model.stream.read_jsonl`): a bad line raises its :class:`DecodeError` under ``fail``, and is one
+    ``gap`` row under ``skip`` (it takes the line's ``seq``; a line that does not parse has no offset)."""
     seq = start["seq"]
     for file_index in range(start["file"], min(end["file"], len(ci.paths) - 1) + 1):
         path = ci.paths[file_index]
@@ -452,14 +455,23 @@ def _read_jsonl(ci: ClusterInput, start: Position, end: Position) -> Iterator[In
         is_last = file_index == len(ci.paths) - 1
         data = Path(path).read_bytes()
         line_number = data[:begin].count(b"\n")
-        for _end, line in _jsonl_lines(path, begin, is_last, stop):
+        line_start = begin
+        for line_end, line in _jsonl_lines(path, begin, is_last, stop):
             line_number += 1
-            entry = parse_jsonl_line(line.decode("utf-8"), line_number, path)
-            if entry is None:
-                continue
-            yield entry_to_row(ci.cluster_id, "request" if not isinstance(entry, LogEntry) else "record", seq, entry,
-                               input_kind="jsonl")
-            seq += 1
+            report = ReadReport()
+            entries = list(read_jsonl([line], path, policy=policy, report=report, first_line=line_number,
+                                      first_position=line_start))
+            line_start = line_end
+            if report.skipped:
+                [skipped] = report.skipped
+                yield InputRow(ci.cluster_id, "gap", seq, None, None, None, None, GAP_ROW_TYPE, 0, None, None, path,
+                               input="jsonl", message=f"{skipped} (policy skip): the replayed state after it may "
+                                                      "differ from Kafka's")
+                seq += 1
+            for entry in entries:
+                yield entry_to_row(ci.cluster_id, "request" if not isinstance(entry, LogEntry) else "record", seq,
+                                   entry, input_kind="jsonl")
+                seq += 1
 
 
 # ---------------------------------------------------------------------------------------------------------------

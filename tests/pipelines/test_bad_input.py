@@ -3,22 +3,27 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from jbod_model.errors import DecodeError
 from jbod_model.replay import replay_entries
 from jbod_model.sources import InputKind, detect_kind, open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.storage.metadata_dir import MetadataLogDir, read_snapshot_entries
 from jbod_model.stream import StreamEntry
+from pipelines.cli import EXIT_DECODE, app
 from pipelines.codec import InputRow
 from pipelines.source import SourceConfig, SourcePlanner, discover, read_range, source_options
-from pipelines.synthetic import SyntheticSpec, generate, write_metadata_dir
+from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
 
 ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
+cli = CliRunner(env={"COLUMNS": "400"})
 
 
 def _rows(paths: list[Path], policy: ReadPolicy = "fail") -> list[InputRow]:
@@ -99,3 +104,56 @@ def test_run_reads_a_single_snapshot(tmp_path: Path) -> None:
     rows = _rows([snapshot])
     expected = list(read_snapshot_entries(snapshot))
     assert rows and {r.kind for r in rows} == {"snapshot"} and len(rows) == len(expected)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Item 2: a bad JSONL line is undecodable text — one message from every command, skipped under `skip`
+
+
+def _jsonl_with_a_bad_line(tmp_path: Path, bad_line: int = 7) -> tuple[Path, list[str]]:
+    path = write_jsonl_file(tmp_path / "c.jsonl", ENTRIES)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[bad_line - 1] = lines[bad_line - 1][:40] + "\t\x01" + lines[bad_line - 1][40:]  # a raw control char
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, lines
+
+
+def test_a_bad_jsonl_line_is_the_same_decode_error_from_report_and_run(tmp_path: Path) -> None:
+    path, _lines = _jsonl_with_a_bad_line(tmp_path)
+    with pytest.raises(DecodeError) as from_model:
+        list(open_inputs([path]).entries)
+    with pytest.raises(DecodeError) as from_source:
+        _rows([path])
+    assert str(from_model.value) == str(from_source.value)
+    assert str(from_model.value).startswith(f"{path}, line 7: not valid JSON: Invalid control character")
+    assert (from_model.value.source, from_model.value.line) == (str(path), 7)
+
+
+def test_a_bad_jsonl_line_is_skipped_and_reported_under_skip(tmp_path: Path) -> None:
+    path, lines = _jsonl_with_a_bad_line(tmp_path)
+    bad_offset = json.loads(lines[5])["offset"] + 1  # line 7 held the entry after line 6's
+    kept = [e.offset for e in ENTRIES if e.offset != bad_offset]
+    loaded = open_inputs([path], policy="skip")
+    assert _offsets(list(loaded.entries)) == kept
+    [skipped] = loaded.report.skipped
+    position = sum(len(line.encode()) + 1 for line in lines[:6])
+    assert (skipped.source, skipped.line, skipped.position) == (str(path), 7, position)
+    assert any("line 7" in line and "not valid JSON" in line for line in loaded.skipped())
+
+    rows = _rows([path], policy="skip")
+    assert [r.offset for r in rows if r.kind == "record"] == kept
+    [gap] = [r for r in rows if r.kind == "gap"]
+    assert gap.message is not None and gap.message.startswith(str(skipped))
+    assert gap.source == str(path) and gap.seq == 6  # the line's place in the input, between its neighbours
+    assert [r.seq for r in rows] == list(range(len(rows)))
+
+
+def test_report_and_image_skip_a_bad_jsonl_line_or_exit_3(tmp_path: Path) -> None:
+    path, _lines = _jsonl_with_a_bad_line(tmp_path)
+    for command in (["report", str(path)], ["image", str(path)]):
+        failed = cli.invoke(app, command)
+        assert failed.exit_code == EXIT_DECODE, failed.output
+        assert f"{path}, line 7: not valid JSON" in failed.stderr.replace("\n", "")
+        skipped = cli.invoke(app, [*command, "--policy", "skip"])
+        assert skipped.exit_code == 0, skipped.output
+        assert "line 7" in skipped.stderr and "not valid JSON" in skipped.stderr

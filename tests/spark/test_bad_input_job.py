@@ -1,0 +1,40 @@
+"""Bad input in ``jbod run`` is handled as ``jbod report`` handles it (issue #15): the Spark job reads with the same
+readers, keeps what they keep under ``--policy skip`` and records what they skip in ``log_gaps``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jbod_model.errors import DecodeError
+from jbod_model.records.entry import LogEntry
+from jbod_model.sources import open_inputs
+from pipelines.job import run_job
+from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file
+from pipelines.tables import read_table
+
+ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
+
+
+def test_a_bad_jsonl_line_is_a_log_gap_under_skip_and_the_report_error_under_fail(spark: SparkSession,
+                                                                                  tmp_path: Path) -> None:
+    path = write_jsonl_file(tmp_path / "in" / "c.jsonl", ENTRIES)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[6] = lines[6][:40] + "\t\x01" + lines[6][40:]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    run_job([path], tmp_path / "skip", spark=spark, policy="skip")
+    loaded = open_inputs([path], policy="skip")
+    kept = [e.offset for e in loaded.entries if isinstance(e, LogEntry)]
+    assert sorted(r["offset"] for r in read_table(tmp_path / "skip", "records").to_pylist()) == kept
+    [gap] = read_table(tmp_path / "skip", "log_gaps").to_pylist()
+    [skipped] = loaded.report.skipped
+    assert gap["first_missing_offset"] is None and gap["message"].startswith(str(skipped))
+
+    with pytest.raises(DecodeError) as failed:
+        run_job([path], tmp_path / "fail", spark=spark, policy="fail")
+    with pytest.raises(DecodeError) as reported:
+        list(open_inputs([path]).entries)
+    assert str(failed.value).startswith(str(reported.value))
