@@ -319,12 +319,17 @@ def _latest_dump(ci: ClusterInput, current: Position, cap: int | None, dumps: Du
 
 
 def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy = "fail",
-               dumps: DumpCache | None = None) -> Iterator[InputRow]:
-    """The rows of ``ci`` between two positions (``start`` exclusive of what it already covers)."""
+               dumps: DumpCache | None = None, *, final: bool = False) -> Iterator[InputRow]:
+    """The rows of ``ci`` between two positions (``start`` exclusive of what it already covers).
+
+    ``final``: the range ends where a bounded run (``endOffsets``, ``jbod run`` without ``--follow``) stops. A
+    followed stream waits for a torn tail — a batch or line still being written — to complete; a run that stops
+    does not, so what it leaves unread there is bad input as every other command reads it: the reader's
+    :class:`DecodeError` under ``fail``, a ``gap`` row naming the file and byte under ``skip``."""
     if ci.kind == "log":
-        yield from _read_log(ci, start, end, policy)
+        yield from _read_log(ci, start, end, policy, final)
     elif ci.kind == "jsonl":
-        yield from _read_jsonl(ci, start, end, policy)
+        yield from _read_jsonl(ci, start, end, policy, final)
     else:
         cache = dumps or DumpCache()
         for e in cache.cluster_entries(ci, policy):
@@ -332,7 +337,8 @@ def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPol
                 yield entry_to_row(ci.cluster_id, "record", e.offset, e, input_kind="dump")
 
 
-def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> Iterator[InputRow]:
+def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
+              final: bool = False) -> Iterator[InputRow]:
     log = MetadataLog.open(list(ci.paths))
     first = start["next"]
     from_snapshot = False
@@ -373,6 +379,25 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
     if expected < end["next"]:
         yield from _unread(ci, log, report, expected, after if after is not None else end["next"], policy,
                            at_range_start=expected == first and not from_snapshot)
+    if final and after is None:
+        yield from _torn_tails(ci, log, report, end["next"], policy)
+
+
+def _torn_tails(ci: ClusterInput, log: MetadataLog, report: ReadReport, next_offset: int,
+                policy: ReadPolicy) -> Iterator[InputRow]:
+    """The bytes after the last complete batch of a copy's last segment, which a bounded run leaves unread: the
+    reader's own error under ``fail`` (the message ``jbod report`` prints), one ``gap`` row each under ``skip``."""
+    last_segments = {str(c.segments[-1].path) for c in log.copies if c.segments}
+    for region in report.skipped:
+        if (region.source not in last_segments or (region.base_offset is not None and region.base_offset < next_offset)
+                or region.position + region.length != Path(region.source).stat().st_size):
+            continue
+        if policy == "fail":
+            raise DecodeError(region.reason, source=region.source, position=region.position)
+        yield InputRow(ci.cluster_id, "gap", next_offset, next_offset, None, None, None, GAP_ROW_TYPE, 0, None, None,
+                       region.source, gap_from=next_offset,
+                       message=f"{region}: left unread at the end of the run (policy skip; without --follow a batch "
+                               f"still being written is not waited for): offsets from {next_offset} on were not read")
 
 
 def _unread(ci: ClusterInput, log: MetadataLog, report: ReadReport, first: int, until: int, policy: ReadPolicy, *,
@@ -443,7 +468,8 @@ def _where(log: MetadataLog, report: ReadReport, first: int, until: int) -> str:
     return ", ".join(_files(log, report, first, until)) or ", ".join(str(c.partition_dir) for c in log.copies)
 
 
-def _read_jsonl(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> Iterator[InputRow]:
+def _read_jsonl(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
+                final: bool = False) -> Iterator[InputRow]:
     """The entries of the JSONL lines in the range, parsed as every command parses them
     (:func:`jbod_model.stream.read_jsonl`): a bad line raises its :class:`DecodeError` under ``fail``, and is one
     ``gap`` row under ``skip`` (it takes the line's ``seq``; a line that does not parse has no offset)."""
@@ -472,6 +498,26 @@ def _read_jsonl(ci: ClusterInput, start: Position, end: Position, policy: ReadPo
                 yield entry_to_row(ci.cluster_id, "request" if not isinstance(entry, LogEntry) else "record", seq,
                                    entry, input_kind="jsonl")
                 seq += 1
+        tail = data[stop:] if final and is_last and stop is not None else b""
+        if tail.strip() and b"\n" not in tail:
+            # An unterminated last line that does not parse (a followed stream waits for its end): read it as
+            # every command reads it, so it fails or is skipped with their message.
+            assert stop is not None
+            yield from _read_jsonl_tail(ci, path, data, stop, seq, policy)
+
+
+def _read_jsonl_tail(ci: ClusterInput, path: str, data: bytes, stop: int, seq: int,
+                     policy: ReadPolicy) -> Iterator[InputRow]:
+    report = ReadReport()
+    line_number = data[:stop].count(b"\n") + 1
+    # A tail that parses now was completed since the run began: the next run reads it.
+    for _entry in read_jsonl([data[stop:]], path, policy=policy, report=report, first_line=line_number,
+                             first_position=stop):
+        return
+    for skipped in report.skipped:
+        yield InputRow(ci.cluster_id, "gap", seq, None, None, None, None, GAP_ROW_TYPE, 0, None, None, path,
+                       input="jsonl", message=f"{skipped}: left unread at the end of the run (policy skip; without "
+                                              "--follow a line still being written is not waited for)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -548,6 +594,14 @@ class SourceConfig:
 
     def discover(self) -> list[ClusterInput]:
         return discover(self.paths, cluster_id=self.cluster_id, cluster_ids=self.cluster_ids)
+
+    def reaches_end(self, cluster_id: str, position: Position) -> bool:
+        """Whether a range ending at ``position`` ends where a bounded run stops (``endOffsets``)."""
+        if self.end is None or cluster_id not in self.end:
+            return False
+        stop = self.end[cluster_id]
+        key = ("file", "pos") if "file" in stop else ("next",)
+        return tuple(position[k] for k in key) >= tuple(stop[k] for k in key)
 
 
 class SourcePlanner:
@@ -648,9 +702,10 @@ def _later(a: Position | None, b: Position) -> Position:
 class _Partition(InputPartition):
     """One cluster's range of one micro-batch."""
 
-    def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> None:
+    def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
+                 final: bool = False) -> None:
         super().__init__((ci.cluster_id, start, end))
-        self.ci, self.start, self.end, self.policy = ci, start, end, policy
+        self.ci, self.start, self.end, self.policy, self.final = ci, start, end, policy, final
 
 
 class _StreamReader(DataSourceStreamReader):
@@ -666,11 +721,14 @@ class _StreamReader(DataSourceStreamReader):
         return self.planner.latest()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        return [_Partition(ci, s, e, self.planner.config.policy) for ci, s, e in self.planner.plan(start, end)]
+        config = self.planner.config
+        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e))
+                for ci, s, e in self.planner.plan(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
-        for row in read_range(partition.ci, partition.start, partition.end, partition.policy):
+        for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
+                              final=partition.final):
             yield row.as_tuple()
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -14,27 +14,38 @@ from jbod_model.errors import DecodeError
 from jbod_model.replay import replay_entries
 from jbod_model.sources import InputKind, detect_kind, open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
-from jbod_model.storage.log_reader import ReadPolicy
+from jbod_model.storage.log_reader import ReadPolicy, iter_batches
 from jbod_model.storage.metadata_dir import MetadataLogDir, read_snapshot_entries
 from jbod_model.stream import StreamEntry
 from pipelines.cli import EXIT_DECODE, app
 from pipelines.codec import InputRow
-from pipelines.source import SourceConfig, SourcePlanner, discover, read_range, source_options
+from pipelines.source import (
+    SourceConfig,
+    SourcePlanner,
+    available_offsets,
+    discover,
+    read_range,
+    source_options,
+)
 from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
 
 ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
 cli = CliRunner(env={"COLUMNS": "400"})
 
 
-def _rows(paths: list[Path], policy: ReadPolicy = "fail") -> list[InputRow]:
-    """Every row the source emits for ``paths``, read as a run that stops at what is there (``jbod run``)."""
-    opts = source_options(paths, policy=policy)
+def _rows(paths: list[Path], policy: ReadPolicy = "fail", *, follow: bool = False,
+          cap: int | None = None) -> list[InputRow]:
+    """Every row the source emits for ``paths``, read as ``jbod run`` reads them: a run that stops at what is there
+    when it starts (``endOffsets``), or with ``follow`` a stream that keeps polling."""
+    opts = source_options(paths, policy=policy, max_entries_per_batch=cap)
+    if not follow:
+        opts["endOffsets"] = json.dumps(available_offsets(opts))
     planner = SourcePlanner(SourceConfig.from_options(opts))
     start: dict[str, dict[str, int]] = {}
     rows: list[InputRow] = []
     while (end := planner.latest()) != start:
         for ci, s, e in planner.plan(start, end):
-            rows += list(read_range(ci, s, e, policy=policy))
+            rows += list(read_range(ci, s, e, policy=policy, final=planner.config.reaches_end(ci.cluster_id, e)))
         start = end
     return rows
 
@@ -157,3 +168,64 @@ def test_report_and_image_skip_a_bad_jsonl_line_or_exit_3(tmp_path: Path) -> Non
         skipped = cli.invoke(app, [*command, "--policy", "skip"])
         assert skipped.exit_code == 0, skipped.output
         assert "line 7" in skipped.stderr and "not valid JSON" in skipped.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Item 3: a torn tail is what `report` says it is, in a run that stops too
+
+
+def _torn(tmp_path: Path) -> tuple[Path, Path, int]:
+    """A node dir whose only segment ends in the first 38 bytes of a batch (a write cut short); the byte where they
+    start."""
+    node = _node(tmp_path)
+    [segment] = (node / METADATA_PARTITION_DIR).glob("*.log")
+    data = segment.read_bytes()
+    last = list(iter_batches(segment))[-1].header
+    segment.write_bytes(data + data[last.position:last.position + 38])
+    return node, segment, len(data)
+
+
+def test_a_torn_tail_fails_run_as_it_fails_report(tmp_path: Path) -> None:
+    node, segment, at = _torn(tmp_path)
+    with pytest.raises(DecodeError) as reported:
+        list(open_inputs([node]).entries)
+    assert f"{segment}, byte {at}: Found 38 invalid bytes at the end of" in str(reported.value)
+    for cap in (None, 4):
+        with pytest.raises(DecodeError) as ran:
+            _rows([node], cap=cap)
+        assert str(ran.value) == str(reported.value)
+
+
+def test_a_torn_tail_is_a_gap_naming_the_file_and_byte_under_skip(tmp_path: Path) -> None:
+    node, segment, at = _torn(tmp_path)
+    loaded = open_inputs([node], policy="skip")
+    assert _offsets(list(loaded.entries)) == [e.offset for e in ENTRIES]
+    [skipped] = loaded.report.skipped
+    rows = _rows([node], policy="skip", cap=4)
+    assert [(r.kind, r.offset) for r in rows] == [("record", e.offset) for e in ENTRIES] + [("gap", len(ENTRIES))]
+    gap = rows[-1]
+    assert gap.message is not None and gap.message.startswith(str(skipped)) and f"byte {at}" in gap.message
+    assert (gap.source, gap.gap_from, gap.gap_last) == (str(segment), len(ENTRIES), None)
+
+
+def test_a_followed_stream_waits_for_a_torn_tail(tmp_path: Path) -> None:
+    node, _segment, _at = _torn(tmp_path)
+    assert [(r.kind, r.offset) for r in _rows([node], follow=True)] == [("record", e.offset) for e in ENTRIES]
+
+
+def test_a_torn_last_jsonl_line_fails_or_is_skipped_in_run_as_in_report(tmp_path: Path) -> None:
+    path = write_jsonl_file(tmp_path / "c.jsonl", ENTRIES)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + text.splitlines()[0][:25], encoding="utf-8")  # a last line cut short, no newline
+    with pytest.raises(DecodeError) as reported:
+        list(open_inputs([path]).entries)
+    with pytest.raises(DecodeError) as ran:
+        _rows([path])
+    assert str(ran.value) == str(reported.value)
+    loaded = open_inputs([path], policy="skip")
+    assert len(list(loaded.entries)) == len(ENTRIES)
+    [skipped] = loaded.report.skipped
+    rows = _rows([path], policy="skip")
+    assert [r.kind for r in rows] == ["record"] * len(ENTRIES) + ["gap"]
+    assert rows[-1].message is not None and rows[-1].message.startswith(str(skipped))
+    assert [r.kind for r in _rows([path], follow=True)] == ["record"] * len(ENTRIES)

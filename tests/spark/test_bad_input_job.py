@@ -11,8 +11,9 @@ from pyspark.sql import SparkSession
 from jbod_model.errors import DecodeError
 from jbod_model.records.entry import LogEntry
 from jbod_model.sources import open_inputs
+from jbod_model.storage.files import METADATA_PARTITION_DIR
 from pipelines.job import run_job
-from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file
+from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
 from pipelines.tables import read_table
 
 ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
@@ -37,4 +38,24 @@ def test_a_bad_jsonl_line_is_a_log_gap_under_skip_and_the_report_error_under_fai
         run_job([path], tmp_path / "fail", spark=spark, policy="fail")
     with pytest.raises(DecodeError) as reported:
         list(open_inputs([path]).entries)
+    assert str(failed.value).startswith(str(reported.value))
+
+
+def test_a_run_without_follow_says_what_it_left_unread_at_a_torn_tail(spark: SparkSession, tmp_path: Path) -> None:
+    node = write_metadata_dir(tmp_path / "in" / "n", ENTRIES, cluster_id="c")
+    [segment] = (node / METADATA_PARTITION_DIR).glob("*.log")
+    data = segment.read_bytes()
+    segment.write_bytes(data + data[-38:])  # 38 bytes of a batch being written (or cut short)
+
+    run_job([node], tmp_path / "skip", spark=spark, policy="skip", max_entries_per_batch=7)
+    assert sorted(r["offset"] for r in read_table(tmp_path / "skip", "records").to_pylist()) == \
+        [e.offset for e in ENTRIES]
+    [gap] = read_table(tmp_path / "skip", "log_gaps").to_pylist()
+    assert (gap["first_missing_offset"], gap["last_missing_offset"]) == (len(ENTRIES), None)
+    assert f"{segment}: skipped 38 byte(s) at byte {len(data)}" in gap["message"]
+
+    with pytest.raises(DecodeError) as failed:
+        run_job([node], tmp_path / "fail", spark=spark, policy="fail")
+    with pytest.raises(DecodeError) as reported:
+        list(open_inputs([node]).entries)
     assert str(failed.value).startswith(str(reported.value))
