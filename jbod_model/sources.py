@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from jbod_model.dumplog import DumpLogReader, ErrorPolicy
 from jbod_model.errors import InputError
+from jbod_model.gaps import GapConsequences
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
 from jbod_model.storage.files import FileKind, parse_snapshot_name
-from jbod_model.storage.log_reader import ReadPolicy, ReadReport, read_log_entries
+from jbod_model.storage.log_reader import ReadPolicy, ReadReport
 from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries, record_file
 from jbod_model.stream import StreamEntry, read_jsonl
 
@@ -77,15 +79,39 @@ class LoadedInput:
     kinds: tuple[InputKind, ...]
     report: ReadReport = field(default_factory=ReadReport)
     dump_readers: list[DumpLogReader] = field(default_factory=list)
+    #: Records left out of the replay as consequences of what was skipped (replay inside :meth:`replaying`).
+    consequences: GapConsequences = field(init=False)
 
-    def skipped(self) -> list[str]:
-        """What the readers skipped under policy ``skip``, one line each (the summary, then every range, line and
-        dump-text problem), for the commands to print: read the entries first."""
-        out = [] if self.report.clean else [self.report.summary()]
-        out += [str(s) for s in self.report.skipped] + [str(m) for m in self.report.missing]
+    def __post_init__(self) -> None:
+        self.consequences = GapConsequences(self.latest_gap)
+
+    def _ranges(self) -> list[str]:
+        out = [str(s) for s in self.report.skipped] + [str(m) for m in self.report.missing]
         for reader in self.dump_readers:
             out += [str(p) for p in reader.report().problems]
         return out
+
+    def latest_gap(self) -> str | None:
+        """The ranges skipped so far, in words (None: nothing yet) — what a fault while replaying the entries read
+        so far may be a consequence of."""
+        ranges = self._ranges()
+        if not ranges:
+            return None
+        earlier = f" (or one of the {len(ranges) - 1} skipped before it)" if len(ranges) > 1 else ""
+        return f"the skipped range ({ranges[-1]}){earlier}"
+
+    def replaying(self) -> AbstractContextManager[GapConsequences]:
+        """Replay the entries inside this block: a record that faults after a skipped range is left out and kept
+        in :attr:`consequences` (:mod:`jbod_model.gaps`) instead of stopping the replay. Under policy ``fail``
+        nothing is skipped, so every fault still stops it."""
+        return self.consequences.active()
+
+    def skipped(self) -> list[str]:
+        """What the readers skipped under policy ``skip``, one line each (the summary, then every range, line and
+        dump-text problem, then every record left out as a consequence), for the commands to print: read the
+        entries first."""
+        out = [] if self.report.clean else [self.report.summary()]
+        return out + self._ranges() + [str(c) for c in self.consequences.consequences]
 
 
 def _until(entries: Iterable[StreamEntry], until_offset: int | None) -> Iterator[StreamEntry]:
@@ -111,10 +137,6 @@ def _snapshot_image(path: Path, policy: ReadPolicy, report: ReadReport) -> Metad
     return snapshot_image(read_snapshot_entries(path, policy=policy, report=report),
                           sid.end_offset - 1 if sid is not None else -1)
 
-
-def _base_offset(path: Path) -> int:
-    rf = record_file(path)
-    return rf.base_offset if rf is not None else 0
 
 
 def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", until_offset: int | None = None,
@@ -144,9 +166,12 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
             raise InputError(f"the snapshot already holds offsets up to {loaded.base_image.last_offset}, at or "
                              f"past --until-offset {until_offset}")
     elif kind is InputKind.SEGMENT:
-        ordered = sorted((Path(p) for p in paths), key=_base_offset)
-        loaded.entries = _until((e for p in ordered for e in read_log_entries(p, policy=policy, report=report)),
-                                until_offset)
+        # Read as a log of these segments (MetadataLog): in offset order, and checked as a log is — offsets that
+        # go back (a corrupt baseOffset, outside the CRC) or leave a hole are bad input, not a replay fault.
+        log = MetadataLog.open(list(paths))
+        first = min(s.base_offset for c in log.copies for s in c.segments)
+        loaded.entries = (e for e in log.log_entries(start_offset=first, until_offset=until_offset, policy=policy,
+                                                     report=report) if isinstance(e, LogEntry))
     elif kind is InputKind.JSONL:
         loaded.entries = _until(_read_jsonl_files(paths, policy, report), until_offset)
     else:

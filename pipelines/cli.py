@@ -14,12 +14,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
+from jbod_model.gaps import with_consequences
 from jbod_model.image import EMPTY_IMAGE
 from jbod_model.image_json import image_to_json
 from jbod_model.meta_properties import DirInventory, inventory
@@ -78,13 +80,13 @@ def _fail() -> Iterator[None]:
     try:
         yield
     except ReplayFault as e:
-        _console(stderr=True).print(f"[bold red]replay fault:[/] {e}", highlight=False)
+        _console(stderr=True).print(f"[bold red]replay fault:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_REPLAY) from None
     except DecodeError as e:
-        _console(stderr=True).print(f"[bold red]cannot decode:[/] {e}", highlight=False)
+        _console(stderr=True).print(f"[bold red]cannot decode:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_DECODE) from None
     except (InputError, JbodError) as e:
-        _console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False)
+        _console(stderr=True).print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_INPUT) from None
 
 
@@ -135,7 +137,8 @@ def _runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
 
 def _report_skips(loaded: LoadedInput) -> None:
     for line in loaded.skipped():
-        _console(stderr=True).print(f"[yellow]skipped:[/] {line}", highlight=False)
+        # Escaped: a message quotes input (file names, JSON) that rich would take for markup.
+        _console(stderr=True).print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
 
 
 def _table(title: str, *columns: str) -> Table:
@@ -209,10 +212,11 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             loaded = open_inputs(inputs or [], policy=_policy(policy), until_offset=until_offset,
                                  from_snapshot=not full_log)
             runner = _runner(loaded)
-            for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
-                pass  # requests in JSONL inputs are run; only the final image is printed here
+            with loaded.replaying():
+                for _event in runner.run(_tracked(loaded.entries, "decoding and replaying")):
+                    pass  # requests in JSONL inputs are run; only the final image is printed here
             _report_skips(loaded)
-            doc = image_to_json(runner.image)
+            doc = with_consequences(image_to_json(runner.image), loaded.consequences)
         if as_json:
             print(dumps(doc))
         else:

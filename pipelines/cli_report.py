@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
+from jbod_model.gaps import GapConsequences, with_consequences
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.records.entry import LogEntry
@@ -60,6 +62,8 @@ class ReportData:
     image: MetadataImage
     history: ReportHistory | None
     skipped: tuple[str, ...] = ()
+    #: Records the replay left out as consequences of skipped ranges (policy skip), and the entities now unknown.
+    consequences: GapConsequences | None = None
 
 
 #: Wraps the entries as they are read, e.g. to show progress (the CLI's live count on a terminal).
@@ -77,8 +81,10 @@ def load_from_inputs(inputs: list[Path], *, until_offset: int | None = None, pol
     loaded = open_inputs(inputs, policy=policy, until_offset=until_offset, from_snapshot=not full_log)
     runner = StreamRunner(ReferenceController(loaded.base_image))
     tracker = ReportTracker(loaded.base_image)
-    run_and_track(runner, track(loaded.entries), tracker)
-    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(loaded.skipped()))
+    with loaded.replaying():
+        run_and_track(runner, track(loaded.entries), tracker)
+    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(loaded.skipped()),
+                      consequences=loaded.consequences)
 
 
 def load_from_records(entries: Iterable[LogEntry], base_image: MetadataImage = EMPTY_IMAGE) -> ReportData:
@@ -307,7 +313,7 @@ def register(app: typer.Typer) -> None:
                                         track=track)
             paths = directory_paths_for(tables, cid, explicit)
             for line in data.skipped:
-                _console(stderr=True).print(f"[yellow]skipped:[/] {line}", highlight=False)
+                _console(stderr=True).print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
             for finding in inv.all_findings if inv is not None else ():
                 _console(stderr=True).print(f"[yellow]{finding.severity}[/] {finding.path}: {finding.message}",
                                             highlight=False)
@@ -316,6 +322,7 @@ def register(app: typer.Typer) -> None:
                 _write_html(html, render_html(result))
                 _console(stderr=True).print(f"wrote {html}", highlight=False)
             if as_json:
-                print(dumps(report_to_json(result)))
+                doc = report_to_json(result)
+                print(dumps(doc if data.consequences is None else with_consequences(doc, data.consequences)))
             else:
                 render_terminal(result, _console(), _table)

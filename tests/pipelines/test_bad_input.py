@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from test_quality_support import FakeMapState, FakeValueState
 from typer.testing import CliRunner
 
 from jbod_model.errors import DecodeError
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import TopicRecord
 from jbod_model.replay import replay_entries
 from jbod_model.sources import InputKind, detect_kind, open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
@@ -18,8 +23,10 @@ from jbod_model.storage.log_reader import ReadPolicy, iter_batches
 from jbod_model.storage.metadata_dir import MetadataLogDir, read_snapshot_entries
 from jbod_model.stream import StreamEntry
 from pipelines.cli import EXIT_DECODE, app
-from pipelines.codec import InputRow
+from pipelines.codec import InputRow, entry_to_row
+from pipelines.replay_stream import _MAP_STATES, replay_batch
 from pipelines.source import (
+    GAP_ROW_TYPE,
     SourceConfig,
     SourcePlanner,
     available_offsets,
@@ -229,3 +236,40 @@ def test_a_torn_last_jsonl_line_fails_or_is_skipped_in_run_as_in_report(tmp_path
     assert [r.kind for r in rows] == ["record"] * len(ENTRIES) + ["gap"]
     assert rows[-1].message is not None and rows[-1].message.startswith(str(skipped))
     assert [r.kind for r in _rows([path], follow=True)] == ["record"] * len(ENTRIES)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Item 12 in the Spark operator: a record that needs what a gap held is its consequence, across micro-batches
+
+
+def _operator_rows(entries: list[LogEntry], gap_at: int | None,
+                   cut: int) -> tuple[list[dict[str, object]], FakeValueState]:
+    """Feed ``entries`` to the operator in two micro-batches split at ``cut``, with a ``gap`` row where offset
+    ``gap_at`` (left out of ``entries``) was; its log_gaps and replay_faults rows, and the meta state."""
+    rows = [dataclasses.asdict(entry_to_row("c", "record", e.offset, e)) for e in entries]
+    if gap_at is not None:
+        gap = InputRow("c", "gap", gap_at, gap_at, None, None, None, GAP_ROW_TYPE, 0, None, None, "f.log",
+                       gap_from=gap_at, gap_last=gap_at, message=f"offsets {gap_at}..{gap_at} could not be read")
+        rows.insert(gap_at, dataclasses.asdict(gap))
+    maps = {name: FakeMapState() for name in _MAP_STATES}
+    meta, gap_state = FakeValueState(), FakeValueState()
+    out = []
+    for part in (rows[:cut], rows[cut:]):
+        out += replay_batch("c", pd.DataFrame(part), meta, maps, gap_state)  # type: ignore[arg-type]
+    return [{"table": t, **json.loads(p)} for _c, _o, t, p in out if t in ("log_gaps", "replay_faults")], meta
+
+
+def test_the_operator_leaves_out_the_consequences_of_a_gap_and_goes_on() -> None:
+    at = next(i for i, e in enumerate(ENTRIES) if isinstance(e.record, TopicRecord))
+    topic_id = ENTRIES[at].record.topic_id  # type: ignore[attr-defined]
+    kept = ENTRIES[:at] + ENTRIES[at + 1:]
+    rows, meta = _operator_rows(kept, at, at + 1)  # the gap in one micro-batch, its consequences in the next
+    assert not [r for r in rows if r["table"] == "replay_faults"]
+    consequences = [r for r in rows if r["table"] == "log_gaps" and r["dropped_records"] == 1]
+    assert consequences and all(f"topic with ID {topic_id}" in str(r["message"]) for r in consequences)
+    assert all(r["first_missing_offset"] == r["last_missing_offset"] for r in consequences)
+    assert meta.get()[3] is None  # not halted
+
+    # Without a gap before it, the same fault halts the cluster, as the CLI stops with exit 4.
+    rows, meta = _operator_rows(kept, None, at + 1)
+    assert [r["table"] for r in rows] == ["replay_faults"] and meta.get()[3] is not None
