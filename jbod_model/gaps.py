@@ -42,14 +42,10 @@ class UnknownEntity:
     broker_id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind}
-        if self.topic_id is not None:
-            out["topicId"] = self.topic_id
-        if self.partition_id is not None:
-            out["partitionId"] = self.partition_id
-        if self.broker_id is not None:
-            out["brokerId"] = self.broker_id
-        return out
+        """``{"kind", "topicId"?, "partitionId"?, "brokerId"?}``: the keys that identify the entity."""
+        keys = {"kind": self.kind, "topicId": self.topic_id, "partitionId": self.partition_id,
+                "brokerId": self.broker_id}
+        return {k: v for k, v in keys.items() if v is not None}
 
     def __str__(self) -> str:
         if self.kind == "partition":
