@@ -631,8 +631,9 @@ def _print_run_summary(summary: Any) -> None:
 
 @app.command()
 def run(inputs: Annotated[list[Path] | None, typer.Option(
-            "--input", "-i", help="Metadata log dirs (or a directory of them), canonical JSONL, kafka-dump-log text; "
-                                  "repeat for several. Default: the bundled demo cluster with a disk failure.")] = None,
+            "--input", "-i", help="Metadata log dirs (or a directory of them), a segment or snapshot file, canonical "
+                                  "JSONL, kafka-dump-log text; repeat for several. Default: the bundled demo cluster "
+                                  "with a disk failure.")] = None,
         tables: Annotated[Path | None, typer.Option("--tables", help="Where the Delta tables go (profile: "
                                                                      "./lakehouse).")] = None,
         conf: Annotated[str | None, typer.Option("--conf", help="A profile in conf/ (local, standalone, cluster) or a "
