@@ -84,6 +84,17 @@ def test_a_segment_under_another_name_is_a_segment_with_the_base_offset_of_its_f
     assert _offsets(list(both.entries)) == _offsets(list(open_inputs(segments[:2]).entries))
 
 
+def test_inspect_prints_a_renamed_segment_with_the_base_offset_of_its_first_batch(tmp_path: Path) -> None:
+    node = _node(tmp_path, records_per_segment=20)
+    second = sorted((node / METADATA_PARTITION_DIR).glob("*.log"))[1]
+    copy = Path(shutil.copy(second, tmp_path / "x.log"))
+    printed = cli.invoke(app, ["inspect", str(copy)])
+    assert printed.exit_code == 0, printed.output
+    assert printed.stdout.startswith(f"Dumping {copy}\nLog starting offset: {int(second.stem)}\n")
+    original = cli.invoke(app, ["inspect", str(second)]).stdout
+    assert printed.stdout.splitlines()[1:] == original.splitlines()[1:]
+
+
 def test_a_snapshot_under_another_name_is_a_snapshot(tmp_path: Path) -> None:
     node = _node(tmp_path, snapshot_at=12)
     [snapshot] = (node / METADATA_PARTITION_DIR).glob("*.checkpoint")
