@@ -5,8 +5,8 @@ disk failures, fencing, reassignments, deletions, transactions and mostly NoOps)
 dir, then measures:
 
 1. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
-2. the Spark job (``pipelines.job.run_job``, local[2], deltalake tables) on the same log, from an empty checkpoint —
-   throughput in entries/s and the ratio to the pure model;
+2. the Spark job (``pipelines.streaming.job.run_job``, local[2], deltalake tables) on the same log, from an empty
+   checkpoint — throughput in entries/s and the ratio to the pure model;
 3. an incremental run after appending 1 % more records to the log (same checkpoint): what a scheduled job pays per
    run once the cluster is loaded.
 
@@ -29,9 +29,9 @@ from jbod_model.image_json import image_to_json
 from jbod_model.replay import Replayer
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
-from pipelines.job import run_job, spark_session
+from pipelines.lakehouse.tables import as_of_image
+from pipelines.streaming.job import run_job, spark_session
 from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
-from pipelines.tables import as_of_image
 
 
 def _pure_replay(node: Path) -> tuple[float, dict[str, Any]]:

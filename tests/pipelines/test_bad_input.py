@@ -22,10 +22,11 @@ from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import ReadPolicy, iter_batches
 from jbod_model.storage.metadata_dir import MetadataLogDir, read_snapshot_entries
 from jbod_model.stream import StreamEntry
-from pipelines.cli import EXIT_DECODE, app
-from pipelines.codec import InputRow, entry_to_row
-from pipelines.replay_stream import _MAP_STATES, replay_batch
-from pipelines.source import (
+from pipelines.cli import app
+from pipelines.cli.shared import EXIT_DECODE
+from pipelines.streaming.codec import InputRow, entry_to_row
+from pipelines.streaming.processor import MAP_STATES, replay_batch
+from pipelines.streaming.source import (
     GAP_ROW_TYPE,
     SourceConfig,
     SourcePlanner,
@@ -262,7 +263,7 @@ def _operator_rows(entries: list[LogEntry], gap_at: int | None,
         gap = InputRow("c", "gap", gap_at, gap_at, None, None, None, GAP_ROW_TYPE, 0, None, None, "f.log",
                        gap_from=gap_at, gap_last=gap_at, message=f"offsets {gap_at}..{gap_at} could not be read")
         rows.insert(gap_at, dataclasses.asdict(gap))
-    maps = {name: FakeMapState() for name in _MAP_STATES}
+    maps = {name: FakeMapState() for name in MAP_STATES}
     meta, gap_state = FakeValueState(), FakeValueState()
     out = []
     for part in (rows[:cut], rows[cut:]):

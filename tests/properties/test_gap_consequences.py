@@ -23,7 +23,8 @@ from jbod_model.sources import open_inputs
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.storage.log_writer import write_segment_entries
 from jbod_model.stream import StreamRunner
-from pipelines.cli import EXIT_DECODE, EXIT_REPLAY, app
+from pipelines.cli import app
+from pipelines.cli.shared import EXIT_DECODE, EXIT_REPLAY
 from pipelines.synthetic import SyntheticSpec, generate
 
 ENTRIES = generate(SyntheticSpec(seed=11, operations=60))

@@ -1,0 +1,190 @@
+"""``jbod simulate``: run the cluster simulator (``jbod_model.simulator``) and write its outputs.
+
+* ``jbod simulate SCENARIO --out DIR [--seed N]`` — a named scenario (``--list`` shows them);
+* ``jbod simulate --brokers B --dirs D --partitions P [--topics T] [--rf R] [--failures F] --out DIR`` — a cluster of
+  that size, optionally with F random disk failures;
+* ``jbod simulate --random N --out DIR`` — a random fault schedule of N operations (what the property tests run).
+
+The outputs (stream.jsonl, records.jsonl, the metadata log's segments and snapshot, meta.properties per simulated
+disk, the ground-truth timeline) are streamed to ``--out`` as the run goes; see docs/simulator.md. Exit codes: 0 done,
+1 with ``--strict`` when a property or invariant broke that the scenario does not expect, 2 bad usage or a scenario
+the cluster refused.
+
+Wired into the ``jbod`` app by :func:`register`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from jbod_model.errors import JbodError
+from jbod_model.simulator.checks import explain
+from jbod_model.simulator.cluster import Simulation, SimulationError
+from jbod_model.simulator.config import SimulationConfig
+from jbod_model.simulator.generator import RandomRunSpec, random_run, sized_run
+from jbod_model.simulator.output import (
+    DEFAULT_SEGMENT_BYTES,
+    OutputPaths,
+    OutputWriter,
+    SimulationResult,
+    prepare_output_dir,
+    write_result,
+)
+from jbod_model.simulator.scenarios import SCENARIOS, Scenario
+from pipelines.cli import shared
+from pipelines.cli.shared import EXIT_INPUT
+
+EXIT_VIOLATION = 1
+
+
+def _fail(message: str) -> typer.Exit:
+    shared.console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(EXIT_INPUT)
+
+
+def _list(as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([{"name": s.name, "description": s.description, "pains": list(s.pains),
+                           "expectedViolations": sorted(p.value for p in s.expected_violations),
+                           "expectedInvariants": sorted(s.expected_invariants)} for s in SCENARIOS.values()]))
+        return
+    table = Table(title="Scenarios", title_justify="left")
+    for column in ("scenario", "what happens", "reproduces", "expected to break"):
+        table.add_column(column, overflow="fold")
+    for s in SCENARIOS.values():
+        expected = sorted([p.value for p in s.expected_violations] + sorted(s.expected_invariants))
+        table.add_row(s.name, s.description, ", ".join(s.pains), ", ".join(expected) or "-")
+    shared.console().print(table)
+
+
+def _report(result: SimulationResult, paths: OutputPaths, scenario: Scenario | None, as_json: bool,
+            log_bytes: int) -> bool:
+    """Print what the run produced; return True when everything that broke was expected."""
+    expected_props = scenario.expected_violations if scenario is not None else frozenset()
+    expected_invs = scenario.expected_invariants if scenario is not None else frozenset()
+    unexpected = [v for v in result.violations if v.property not in expected_props]
+    errors = [v for v in result.invariant_violations
+              if v.severity.value == "ERROR" and v.invariant not in expected_invs]
+    ok = not unexpected and not errors
+    open_intervals = sum(1 for i in result.timeline if i.is_open)
+    doc: dict[str, Any] = {
+        "scenario": result.name, "seed": result.seed, "clusterId": result.cluster_id,
+        "metadataVersion": str(result.image.metadata_version), "simulatedMs": result.end_time_ms,
+        "quiescent": result.quiescent, "lastOffset": result.stats.last_offset, "batches": result.stats.batches,
+        "records": sum(result.stats.records.values()), "requests": sum(result.stats.requests.values()),
+        "logBytes": log_bytes, "segments": [str(p) for p in paths.segments],
+        "snapshot": str(paths.snapshot) if paths.snapshot is not None else None,
+        "stream": str(paths.stream), "recordsJsonl": str(paths.records), "timeline": str(paths.timeline),
+        "metaProperties": len(paths.meta_properties), "offlineIntervals": len(result.timeline),
+        "openOfflineIntervals": open_intervals,
+        "violations": [str(v) for v in result.violations],
+        "unexpectedViolations": [str(v) for v in unexpected],
+        "unexpectedInvariantErrors": [v.message for v in errors],
+    }
+    if as_json:
+        print(json.dumps(doc))
+        return ok
+    console = shared.console()
+    console.print(f"[bold]{result.name}[/] (seed {result.seed}): {result.description}", highlight=False)
+    state = "quiescent" if result.quiescent else "NOT quiescent"
+    console.print(f"cluster {result.cluster_id}, metadata.version {doc['metadataVersion']}, "
+                  f"{len(result.config.brokers)} brokers, {len(result.image.topics.by_id)} topics; "
+                  f"{result.end_time_ms / 1000:.1f} s simulated, {state}", highlight=False)
+    table = Table(title=f"Written to {paths.root}", title_justify="left")
+    table.add_column("output", overflow="fold")
+    table.add_column("what", overflow="fold")
+    table.add_row("metadata/__cluster_metadata-0", f"{len(paths.segments)} segment(s), {log_bytes:,} bytes, offsets "
+                                                   f"0..{result.stats.last_offset}; snapshot "
+                                                   f"{paths.snapshot.name if paths.snapshot else '-'}")
+    table.add_row(paths.stream.name, f"{doc['requests']} requests + records committed outside requests")
+    table.add_row(paths.records.name, f"{doc['records']} records in {result.stats.batches} batches")
+    table.add_row(paths.timeline.name, f"{len(result.timeline)} offline interval(s), {open_intervals} still open")
+    table.add_row("broker-*/*/meta.properties", f"{len(paths.meta_properties)} disk(s)")
+    console.print(table)
+    if result.violations or errors:
+        known = explain(result.log or (), result.directories, unexpected,
+                        [v for v in result.invariant_violations if v.invariant not in expected_invs])
+        for v in result.violations:
+            tag = "expected" if v.property in expected_props else "[red]unexpected[/]"
+            console.print(f"  {tag}: {v}", highlight=False)
+        for iv in errors:
+            console.print(f"  [red]invariant[/]: {iv.message}", highlight=False)
+        if known.known:
+            console.print(f"  known Kafka issues: {dict(known.known)}", highlight=False)
+    else:
+        console.print("Every TLA+ property and invariant held.")
+    return ok
+
+
+def simulate(
+    scenario: Annotated[str | None, typer.Argument(
+        help="A named scenario (see --list). Without one, a cluster is generated from --brokers/--dirs/--partitions "
+             "(or a random fault schedule with --random).", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Directory to write the outputs to.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the run (same seed, same output).")] = 0,
+    brokers: Annotated[int, typer.Option("--brokers", help="Brokers of a generated cluster.")] = 3,
+    dirs: Annotated[int, typer.Option("--dirs", help="Log dirs per broker of a generated cluster.")] = 3,
+    partitions: Annotated[int, typer.Option("--partitions", help="Partitions of a generated cluster.")] = 12,
+    topics: Annotated[int, typer.Option("--topics", help="Topics of a generated cluster (0: ~1000 partitions "
+                                                         "each).")] = 0,
+    replication_factor: Annotated[int, typer.Option("--rf", "--replication-factor",
+                                                    help="Replication factor of a generated cluster.")] = 3,
+    failures: Annotated[int, typer.Option("--failures", help="Random disk failures after the topics are "
+                                                             "created.")] = 0,
+    random_ops: Annotated[int, typer.Option("--random", help="Instead: a random fault schedule of this many "
+                                                             "operations on --brokers × --dirs.")] = 0,
+    segment_bytes: Annotated[int, typer.Option("--segment-bytes", help="Roll metadata log segments at this "
+                                                                       "size.")] = DEFAULT_SEGMENT_BYTES,
+    list_scenarios: Annotated[bool, typer.Option("--list", help="List the scenarios and exit.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a property or invariant broke that the "
+                                                          "run does not expect.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")] = False,
+) -> None:
+    """Simulate a KRaft cluster with JBOD log dirs and write its metadata log, request stream, meta.properties and
+    ground-truth offline timeline.
+
+    [bold]jbod simulate SCENARIO --out DIR[/] runs a named scenario; [bold]jbod simulate --brokers B --dirs D
+    --partitions P --out DIR[/] generates a cluster; [bold]--list[/] shows the scenarios.
+    """
+    if list_scenarios:
+        _list(as_json)
+        return
+    if out is None:
+        raise _fail("--out DIR is required")
+    chosen: Scenario | None = None
+    if scenario is not None:
+        chosen = SCENARIOS.get(scenario)
+        if chosen is None:
+            raise _fail(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    try:
+        prepare_output_dir(out)
+        if chosen is not None or random_ops > 0:
+            # Small runs are kept in memory, so that known Kafka issues can be recognised in their log.
+            result = chosen.run(seed) if chosen is not None else random_run(
+                seed, RandomRunSpec(brokers=brokers, dirs=dirs, operations=random_ops))
+            paths = write_result(result, out, segment_bytes=segment_bytes)
+        else:
+            # A generated cluster may be large: its log is streamed to disk as it is committed.
+            config = SimulationConfig.uniform(brokers=brokers, dirs=dirs)
+            writer = OutputWriter(out, config, segment_bytes=segment_bytes)
+            sim: Simulation = sized_run(brokers=brokers, dirs=dirs, partitions=partitions, topics=topics,
+                                        replication_factor=replication_factor, seed=seed, failures=failures,
+                                        sink=writer, config=config)
+            result = sim.result()
+            paths = writer.finish(result)
+    except (SimulationError, JbodError, ValueError) as e:
+        raise _fail(str(e)) from None
+    log_bytes = sum(segment.stat().st_size for segment in paths.segments)
+    ok = _report(result, paths, chosen, as_json, log_bytes)
+    if strict and not ok:
+        raise typer.Exit(EXIT_VIOLATION)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``simulate`` to ``app`` (the ``jbod`` CLI)."""
+    app.command(name="simulate")(simulate)
