@@ -66,7 +66,8 @@ def _print_run_summary(summary: Any) -> None:
 
 
 def run(inputs: Annotated[list[Path] | None, typer.Option(
-            "--input", "-i", help="Metadata log dirs (or a directory of them), canonical JSONL, kafka-dump-log text; "
+            "--input", "-i", help="Metadata log dirs (or a directory of them), a segment or snapshot file, canonical "
+                                  "JSONL, kafka-dump-log text; "
                                   "repeat for several. Default: the bundled demo cluster with a disk failure.")] = None,
         tables: Annotated[Path | None, typer.Option("--tables", help="Where the Delta tables go (profile: "
                                                                      "./lakehouse).")] = None,

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -58,13 +59,13 @@ def fail() -> Iterator[None]:
     try:
         yield
     except ReplayFault as e:
-        console(stderr=True).print(f"[bold red]replay fault:[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]replay fault:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_REPLAY) from None
     except DecodeError as e:
-        console(stderr=True).print(f"[bold red]cannot decode:[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]cannot decode:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_DECODE) from None
     except (InputError, JbodError) as e:
-        console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_INPUT) from None
 
 
@@ -114,13 +115,15 @@ def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamR
 
 
 def report_skips(loaded: LoadedInput) -> None:
-    """Say on stderr what the input readers skipped under ``--policy skip``."""
-    if not loaded.report.clean:
-        console(stderr=True).print(f"[yellow]skipped:[/] {loaded.report.summary()}", highlight=False)
-    for reader in loaded.dump_readers:
-        report = reader.report()
-        for problem in report.problems:
-            console(stderr=True).print(f"[yellow]skipped:[/] {problem}", highlight=False)
+    """Say on stderr what the input readers skipped under ``--policy skip`` (and the records left out because of
+    it)."""
+    report_skipped(loaded.skipped())
+
+
+def report_skipped(lines: Iterable[str]) -> None:
+    """``skipped:`` lines on stderr. Escaped: a message quotes input (file names, JSON) rich would take for markup."""
+    for line in lines:
+        console(stderr=True).print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
 
 
 def table(title: str, *columns: str) -> Table:

@@ -333,7 +333,9 @@ def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary
     faults = [str(r["message"]) for r in read_table(tables_dir, "replay_faults",
                                                      f"cluster_id = '{quoted}'").to_pylist()]
     gap_rows = read_table(tables_dir, "log_gaps", f"cluster_id = '{quoted}'").to_pylist()
-    gaps = [str(r["message"]) for r in sorted(gap_rows, key=lambda r: r["first_missing_offset"])]
+    # A skipped JSONL line has no offset: it sorts after the ranges of offsets.
+    gaps = [str(r["message"]) for r in sorted(gap_rows, key=lambda r: (r["first_missing_offset"] is None,
+                                                                       r["first_missing_offset"] or 0))]
     return ClusterSummary(cluster_id=cluster_id, last_offset=image["lastOffset"],
                           metadata_version=image["metadataVersion"], brokers=len(image["brokers"]),
                           topics=len(image["topics"]), partitions=len(image["partitions"]),

@@ -57,6 +57,7 @@ from jbod_model.changes import (
 )
 from jbod_model.controller.controller import CONTROLLER_SOURCE, ReferenceController
 from jbod_model.errors import InputError, JbodError, ReplayFault
+from jbod_model.gaps import Consequence, GapConsequences
 from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_to_json
@@ -320,6 +321,14 @@ class RowSink:
             "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
             "dropped_records": 0, "message": row["message"]})
 
+    def consequence(self, consequence: Consequence) -> None:
+        """A ``log_gaps`` row for a record left out under policy ``skip`` because it could not replay after a
+        skipped range (:mod:`jbod_model.gaps`): its offset was read but never replayed."""
+        self.add("log_gaps", {
+            "first_missing_offset": consequence.offset, "last_missing_offset": consequence.offset,
+            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
+            "dropped_records": 1, "message": str(consequence)})
+
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
         self.add("replay_faults", {"seq": seq, "offset": offset, "source": source,
                                    "error": type(fault).__name__, "message": str(fault)})
@@ -347,6 +356,8 @@ class ClusterReplayProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._meta: ValueState = handle.getValueState("meta", _META_SCHEMA)
+        # The last range skipped under policy skip: a later fault may be its consequence (jbod_model.gaps).
+        self._gap: ValueState = handle.getValueState("gap", "last string")
         self._maps = {name: handle.getMapState(name, key, value) for name, (key, value) in MAP_STATES.items()}
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
@@ -354,7 +365,7 @@ class ClusterReplayProcessor(StatefulProcessor):
         cluster_id = str(key[0])
         frames = list(rows)
         batch = pd.concat(frames, ignore_index=True).sort_values("seq", kind="stable") if frames else None
-        out = replay_batch(cluster_id, batch, self._meta, self._maps)
+        out = replay_batch(cluster_id, batch, self._meta, self._maps, self._gap)
         yield pd.DataFrame(out, columns=["cluster_id", "ord", "table", "payload"])
 
     def close(self) -> None:
@@ -362,8 +373,11 @@ class ClusterReplayProcessor(StatefulProcessor):
 
 
 def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState,
-                 maps: Mapping[str, MapState]) -> list[tuple[str, int, str, str]]:
-    """Replay one cluster's rows of one micro-batch; store the changed keys; return the output rows."""
+                 maps: Mapping[str, MapState], gap_state: ValueState | None = None) -> list[tuple[str, int, str, str]]:
+    """Replay one cluster's rows of one micro-batch; store the changed keys; return the output rows. A record that
+    cannot replay after a range the source skipped (a ``gap`` row, policy ``skip``; ``gap_state`` keeps the last
+    one across micro-batches) is left out and written to ``log_gaps`` as its consequence, as the CLI's replay
+    does (:mod:`jbod_model.gaps`)."""
     meta = meta_state.get() if meta_state.exists() else None
     _last_offset, pending_text, controller_text, halted, origin = (meta if meta is not None
                                                                    else (None, None, None, None, None))
@@ -398,6 +412,10 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
             sink.gap(step, gap_from, snapshot_end)
 
     row: dict[str, Any] = {}
+    stored_gap = gap_state.get() if gap_state is not None and gap_state.exists() else None
+    last_gap: str | None = None if stored_gap is None else stored_gap[0]
+    consequences = GapConsequences(lambda: None if last_gap is None else f"the skipped range ({last_gap})")
+    activation = consequences.activate()
     try:
         for row in records:
             if row["kind"] == "gap":
@@ -405,6 +423,7 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
                     load_snapshot()
                     snapshot = []
                 sink.skipped(row)
+                last_gap = str(row["message"])
                 continue
             if row["kind"] == "snapshot":
                 snapshot.append(_log_entry(row))
@@ -439,6 +458,12 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
             _opt_int(row.get("offset"))
         sink.fault(fault, _opt_int(row.get("seq")), offset, row.get("source"))
         halted = str(fault)
+    finally:
+        consequences.deactivate(activation)
+    for consequence in consequences.consequences:
+        sink.consequence(consequence)
+    if gap_state is not None and last_gap is not None:
+        gap_state.update((last_gap,))
     store.write(replayer.writes())
     pending_out = replayer.pending_transaction()
     controller_out = None if controller is None else controller_state_to_text(controller.state,
