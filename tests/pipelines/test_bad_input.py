@@ -17,6 +17,8 @@ from jbod_model.errors import DecodeError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import TopicRecord
 from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
 from jbod_model.sources import InputKind, detect_kind, open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import ReadPolicy, iter_batches
@@ -35,9 +37,8 @@ from pipelines.streaming.source import (
     read_range,
     source_options,
 )
-from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
 
-ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
+ENTRIES = churn_log(ChurnSpec(seed=5, operations=20))
 cli = CliRunner(env={"COLUMNS": "400"})
 
 

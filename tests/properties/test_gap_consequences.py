@@ -19,15 +19,15 @@ from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import TopicRecord
 from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.sources import open_inputs
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.storage.log_writer import write_segment_entries
 from jbod_model.stream import StreamRunner
 from pipelines.cli import app
 from pipelines.cli.shared import EXIT_DECODE, EXIT_REPLAY
-from pipelines.synthetic import SyntheticSpec, generate
 
-ENTRIES = generate(SyntheticSpec(seed=11, operations=60))
+ENTRIES = churn_log(ChurnSpec(seed=11, operations=60))
 cli = CliRunner()
 
 

@@ -14,13 +14,14 @@ from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import TopicRecord
 from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import corrupt_batch, write_jsonl_file, write_metadata_dir
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from pipelines.lakehouse.tables import as_of_image, read_table
 from pipelines.streaming.job import run_job
-from pipelines.synthetic import SyntheticSpec, corrupt_batch, generate, write_jsonl_file, write_metadata_dir
 
-ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
+ENTRIES = churn_log(ChurnSpec(seed=5, operations=20))
 
 
 def test_a_bad_jsonl_line_is_a_log_gap_under_skip_and_the_report_error_under_fail(spark: SparkSession,
