@@ -225,7 +225,14 @@ class PartitionRegistration:
 
 def _default_to_migrating(dirs: tuple[Uuid, ...], replica_count: int) -> tuple[Uuid, ...]:
     """``PartitionRegistration.defaultToMigrating`` (R1.3/R1.4 step 3)."""
-    if not dirs or all(d == MIGRATING for d in dirs):
+    if not dirs:
+        return migrating_array(replica_count)
+    first = dirs[0]
+    # Almost every array holds real directory ids: one comparison settles it (ids decoded from a log are shared
+    # instances, so usually without even calling Uuid.__eq__).
+    if first is not MIGRATING and first != MIGRATING:
+        return dirs
+    if all(d == MIGRATING for d in dirs):
         return migrating_array(replica_count)
     return dirs
 
