@@ -604,7 +604,14 @@ def _emit_value(src: _Source, indent: int, target: str, spec: FieldSpec, type_na
         elif type_name == "uuid":
             src.add(body, f"if pos + 16 * {n} > {end}:")
             src.add(body + 1, "return None")
-            src.add(body, f"{target} = uuid_tuple(buf, pos, {n})")
+            # Replica-length arrays (a partition's directories) are unrolled: no loop, no call on a shared id.
+            for k in range(1, 5):
+                ids = ", ".join(f"(get_uuid(buf[pos + {16 * i}:pos + {16 * i + 16}]) or "
+                                f"uuid_of(buf[pos + {16 * i}:pos + {16 * i + 16}]))" for i in range(k))
+                src.add(body, f"{'if' if k == 1 else 'elif'} {n} == {k}:")
+                src.add(body + 1, f"{target} = ({ids},)")
+            src.add(body, "else:")
+            src.add(body + 1, f"{target} = uuid_tuple(buf, pos, {n})")
             src.add(body, f"pos += 16 * {n}")
         else:
             items = src.name("items")
@@ -619,7 +626,7 @@ def _emit_value(src: _Source, indent: int, target: str, spec: FieldSpec, type_na
         if type_name == "uuid":
             src.add(indent, f"if pos + 16 > {end}:")
             src.add(indent + 1, "return None")
-            src.add(indent, f"{target} = uuid_of(buf[pos:pos + 16])")
+            src.add(indent, f"{target} = get_uuid(buf[pos:pos + 16]) or uuid_of(buf[pos:pos + 16])")
             src.add(indent, "pos += 16")
             return
         st = struct.Struct(">" + _FIXED_FORMATS[type_name])
@@ -688,7 +695,7 @@ def _build_fast_decoder(cls: type[Message], version: int) -> _FastDecoder:
     present = [s for s in specs if s.present_in(version)]
     untagged = [s for s in present if s.tag is None]
     tagged = sorted((s for s in present if s.tag is not None), key=lambda s: s.tag or 0)
-    namespace: dict[str, Any] = {"uuid_of": _uuid_of, "uuid_tuple": _uuid_tuple, "cls": cls,
+    namespace: dict[str, Any] = {"uuid_of": _uuid_of, "get_uuid": _UUIDS.get, "uuid_tuple": _uuid_tuple, "cls": cls,
                                  "empty": codec.empty_instance}
     src = _Source(namespace)
     src.add(0, "def fast(buf, pos, end):")
