@@ -18,7 +18,7 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
     Linear in the image: topics are sorted once by their id's text and each topic's partitions by id, so partitions
     and replicas come out in contract order without sorting millions of rows; a replica's state is a function of
     (broker, directory) only, and a cluster has few of those, so each is worked out once
-    (:func:`jbod_model.replicas.offline_reason` — the replica view's own rule)."""
+    (:func:`jbod_model.replicas.offline_reason` — the replica view's own rule) and each id printed once."""
     mv = image.metadata_version
     brokers = [
         {"brokerId": b.id, "brokerEpoch": b.epoch, "incarnationId": str(b.incarnation_id), "fenced": b.fenced,
@@ -27,7 +27,10 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
     ]
     ordered = sorted(((str(t.id), t) for t in image.topics.by_id.values()), key=lambda pair: pair[0])
     topics = [{"topicId": text, "name": t.name} for text, t in ordered]
-    states = _ReplicaStates(image.cluster)
+    cluster = image.cluster
+    # Keyed by id(): Uuid hashing runs Python code, and every id here is alive in the image for the whole call.
+    texts: dict[int, str] = {}
+    states: dict[tuple[int, int], tuple[str, str, bool, str | None]] = {}
     partitions: list[dict[str, Any]] = []
     replicas: list[dict[str, Any]] = []
     for text, t in ordered:
@@ -35,10 +38,16 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
         for pid in sorted(parts):
             p = parts[pid]
             directories = p.directories
+            dir_texts = []
+            for d in directories:
+                dt = texts.get(id(d))
+                if dt is None:
+                    dt = texts[id(d)] = str(d)
+                dir_texts.append(dt)
             partitions.append(
                 {"topicId": text, "partitionId": pid, "replicas": list(p.replicas), "isr": list(p.isr),
                  "leader": p.leader, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
-                 "directories": [str(d) for d in directories], "addingReplicas": list(p.adding_replicas),
+                 "directories": dir_texts, "addingReplicas": list(p.adding_replicas),
                  "removingReplicas": list(p.removing_replicas), "eligibleLeaderReplicas": list(p.elr),
                  "lastKnownElr": list(p.last_known_elr)})
             # The replica view zips replicas with directories strictly (an image never holds arrays of different
@@ -48,9 +57,12 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
             if len(pairs) > 1:
                 pairs.sort(key=_broker_of)
             for broker_id, directory in pairs:
-                text_dir, state, offline, reason = states.of(broker_id, directory)
-                replicas.append({"topicId": text, "partitionId": pid, "brokerId": broker_id, "directory": text_dir,
-                                 "directoryState": state, "offline": offline, "offlineReason": reason})
+                key = (broker_id, id(directory))
+                state = states.get(key)
+                if state is None:
+                    state = states[key] = _replica_state(cluster, broker_id, directory)
+                replicas.append({"topicId": text, "partitionId": pid, "brokerId": broker_id, "directory": state[0],
+                                 "directoryState": state[1], "offline": state[2], "offlineReason": state[3]})
     return {"featureLevel": mv.feature_level, "metadataVersion": mv.name, "lastOffset": image.last_offset,
             "brokers": brokers, "topics": topics, "partitions": partitions, "replicas": replicas}
 
@@ -59,21 +71,7 @@ def _broker_of(pair: tuple[int, Uuid]) -> int:
     return pair[0]
 
 
-class _ReplicaStates:
-    """The JSON fields of a replica's directory state, per (broker, directory), worked out once each."""
-
-    __slots__ = ("_cluster", "_known")
-
-    def __init__(self, cluster: ClusterImage) -> None:
-        self._cluster = cluster
-        self._known: dict[tuple[int, Uuid], tuple[str, str, bool, str | None]] = {}
-
-    def of(self, broker_id: int, directory: Uuid) -> tuple[str, str, bool, str | None]:
-        key = (broker_id, directory)
-        known = self._known.get(key)
-        if known is None:
-            reason = offline_reason(self._cluster, broker_id, directory)
-            known = (str(directory), DirectoryState.of(directory).value, reason is not None,
-                     reason.value if reason else None)
-            self._known[key] = known
-        return known
+def _replica_state(cluster: ClusterImage, broker_id: int, directory: Uuid) -> tuple[str, str, bool, str | None]:
+    """The JSON fields of a replica's directory state: text, state, offline, reason."""
+    reason = offline_reason(cluster, broker_id, directory)
+    return str(directory), DirectoryState.of(directory).value, reason is not None, reason.value if reason else None
