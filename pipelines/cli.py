@@ -21,7 +21,7 @@ from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
 from jbod_model.image import EMPTY_IMAGE
-from jbod_model.image_json import image_to_json
+from jbod_model.image_json import image_json_text, image_to_json
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.meta_properties import read_file as read_meta_properties
 from jbod_model.records.entry import LogEntry
@@ -218,7 +218,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             _report_skips(loaded)
             doc = image_to_json(runner.image)
         if as_json:
-            print(dumps(doc))
+            print(image_json_text(doc))
         else:
             _print_image(doc)
 

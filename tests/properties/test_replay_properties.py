@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 from jbod_model.directory_id import MIGRATING, UNASSIGNED
 from jbod_model.errors import ReplayFault
 from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
-from jbod_model.image_json import image_to_json
+from jbod_model.image_json import image_json_text, image_to_json
 from jbod_model.invariants import InvariantTracker, check_image, check_step
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import record_from_json, record_to_json
+from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
 from jbod_model.records.metadata import (
     NO_LEADER,
     BeginTransactionRecord,
@@ -655,3 +655,10 @@ def test_image_json_equals_the_replica_view_sorted_whole(stream: Stream) -> None
         image = replay_records(batch, image)
         doc = image_to_json(image)
         assert {k: doc[k] for k in ("topics", "partitions", "replicas")} == _image_json_by_replica_view(image)
+        assert image_json_text(doc) == dumps(doc)
+
+
+def test_image_json_text_is_dumps_for_what_orjson_cannot_write_alike() -> None:
+    doc = {"name": "tópic\u2028/<>", "big": 2**70, "none": None, "flag": True, "ids": [1, -1]}
+    assert image_json_text(doc) == dumps(doc)
+    assert image_json_text({"name": "tópic"}) == dumps({"name": "tópic"})
