@@ -33,8 +33,7 @@ from typing import Any
 
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
-from jbod_model.image_json import image_to_json
-from jbod_model.records.json_codec import dumps
+from jbod_model.image_json import image_json_text, image_to_json
 from jbod_model.sources import open_inputs
 from jbod_model.stream import StreamEntry, StreamRunner
 
@@ -72,7 +71,7 @@ def stage_times(node_dir: Path) -> dict[str, float]:
     replay, replay_cpu = time.perf_counter() - wall, time.process_time() - cpu
     del entries
     wall, cpu = time.perf_counter(), time.process_time()
-    text = dumps(image_to_json(image))
+    text = image_json_text(image_to_json(image))
     output, output_cpu = time.perf_counter() - wall, time.process_time() - cpu
     partitions = sum(len(t.partitions) for t in image.topics.by_id.values())
     return {"records": float(loaded.report.records), "decode_s": decode, "decode_cpu_s": decode_cpu,
