@@ -19,15 +19,16 @@ one instance is safe), and nothing introspects dataclasses at decode time.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any, Final, TypeVar
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.metadata import TYPED_RECORDS, MetadataRecord, OpaqueRecord, Record, type_name_of
-from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, fields_of, validate_message
+from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, VersionedMessage, fields_of, validate_message
 from jbod_model.uuid import Uuid
 
 #: Anything ``struct.unpack_from`` and indexing accept; decoding never copies the input.
@@ -696,6 +697,7 @@ def _build_fast_decoder(cls: type[Message], version: int) -> _FastDecoder:
     untagged = [s for s in present if s.tag is None]
     tagged = sorted((s for s in present if s.tag is not None), key=lambda s: s.tag or 0)
     namespace: dict[str, Any] = {"uuid_of": _uuid_of, "get_uuid": _UUIDS.get, "uuid_tuple": _uuid_tuple, "cls": cls,
+                                 "new": object.__new__,
                                  "empty": codec.empty_instance}
     src = _Source(namespace)
     src.add(0, "def fast(buf, pos, end):")
@@ -758,13 +760,52 @@ def _build_fast_decoder(cls: type[Message], version: int) -> _FastDecoder:
         src.add(4, "if pos != field_end:")
         src.add(5, "return None")
     src.add(3, "pos = field_end")
-    args = [f"{k}={v!r}" for k, v in codec.base_kwargs.items()]
-    args += [f"{s.name}={locals_[s.name]}" for s in present]
-    src.add(1, f"return cls({', '.join(args)}), pos")
+    values = {s.name: locals_[s.name] for s in present}
+    for name, value in codec.base_kwargs.items():
+        values[name] = src.const("base", value)
+    _emit_construct(src, cls, values)
     code = "\n".join(src.lines)
     exec(compile(code, f"<fast decoder of {cls.__name__} v{version}>", "exec"), namespace)
     generated: _FastDecoder = namespace["fast"]
     return generated
+
+
+def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) -> None:
+    """Code that returns ``(instance, pos)``, the instance holding ``values`` (field → local name) and every other
+    field's default.
+
+    A message is a frozen slots dataclass whose ``__init__`` only stores its keyword arguments (that call is most of
+    the cost of decoding a small record), so the generated code allocates the instance and stores each slot through
+    its descriptor — the same object ``cls(**kwargs)`` builds. The one ``__post_init__`` messages have
+    (``VersionedMessage``: the version is valid) is decided here, once, on the value the instance will hold: an
+    invalid one makes the function always defer to the reference decoder, which raises. A class that does
+    anything else on construction is built by calling it."""
+    slots: list[tuple[str, str]] = []
+    for f in dataclasses.fields(cls):
+        descriptor: Any = getattr(cls, f.name, None)
+        if type(descriptor).__name__ != "member_descriptor" or (f.name not in values and f.default is MISSING):
+            slots = []
+            break
+        value = values.get(f.name) or src.const("default", f.default)
+        slots.append((src.const("set", descriptor.__set__), value))
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is VersionedMessage.__post_init__:
+        version = values.get("version")
+        lo, hi = cls.VALID_VERSIONS
+        fixed: Any = src.namespace[version] if version is not None else next(
+            f.default for f in dataclasses.fields(cls) if f.name == "version")
+        if not isinstance(fixed, int) or not lo <= fixed <= hi:
+            src.add(1, "return None")
+            return
+    elif post_init is not None:
+        slots = []
+    if not slots:
+        src.add(1, f"return cls({', '.join(f'{k}={v}' for k, v in values.items())}), pos")
+        return
+    src.add(1, "instance = new(cls)")
+    for setter, value in slots:
+        src.add(1, f"{setter}(instance, {value})")
+    src.add(1, "return instance, pos")
 
 
 def _decode_body_fast(codec: _Codec, buf: bytes, pos: int, end: int) -> tuple[Any, int]:

@@ -83,7 +83,9 @@ def test_fast_decode_of_damaged_bytes_equals_reference(cls: type[MetadataRecord]
                                                        data: st.DataObject) -> None:
     value = bytearray(encode_record(data.draw(message_strategy(cls, version))))
     edit = data.draw(st.sampled_from(["flip", "cut", "add"]))
-    at = data.draw(st.integers(0, len(value) - 1))
+    # Damage the body only: a damaged frame is checked before any body decoder runs, and could name a record
+    # type without a schema, whose once-per-type warning other tests expect to see first.
+    at = data.draw(st.integers(3, len(value) - 1))
     if edit == "flip":
         value[at] = data.draw(st.integers(0, 255))
     elif edit == "cut":
