@@ -34,7 +34,7 @@ import crc32c
 from jbod_model.errors import DecodeError
 from jbod_model.records.binary import decode_record, read_varint, read_varlong
 from jbod_model.records.control import ControlEntry, ControlRecord, decode_control_record
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.metadata import Record
 
 #: What to do with bytes that cannot be decoded: raise, or skip them and record it in a :class:`ReadReport`.
@@ -677,10 +677,10 @@ def read_log_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: R
         base, epoch, ts = header[0], header[2], header[7]
         if len(data) == 1:
             od, rec, _v = data[0]
-            yield LogEntry(base + od, rec, base, epoch, ts, source)
+            yield new_log_entry(base + od, rec, base, epoch, ts, source)
         else:
             for od, rec, _v in data:
-                yield LogEntry(base + od, rec, base, epoch, ts, source)
+                yield new_log_entry(base + od, rec, base, epoch, ts, source)
 
 
 def read_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,

@@ -1,4 +1,5 @@
-"""The generated fast decoders (``jbod_model.records.binary``, ``fast=True``) equal the reference decoder.
+"""The generated fast decoders (``jbod_model.records.binary``, ``fast=True``) equal the reference decoder, and the
+slot constructors (``jbod_model.slots``) build what the dataclass constructors build.
 
 For every typed metadata record at every version it has, and for the control records: a record's bytes decode to
 the same record either way; and any bytes — valid encodings, encodings with bytes flipped, cut or added, and noise —
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from test_binary_properties import RECORD_VERSIONS, message_strategy
 
 from jbod_model.errors import DecodeError
+from jbod_model.image import PartitionRegistration
 from jbod_model.records.binary import (
     UnknownRecordWarning,
     decode_message,
@@ -27,14 +29,17 @@ from jbod_model.records.binary import (
     write_unsigned_varint,
 )
 from jbod_model.records.control import TYPED_CONTROL_RECORDS
+from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.metadata import (
     BrokerEndpoint,
     MetadataRecord,
+    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
 )
 from jbod_model.records.schema import Message
+from jbod_model.slots import slot_constructor
 from jbod_model.uuid import Uuid
 
 
@@ -143,3 +148,20 @@ def test_shared_ids_are_equal_to_fresh_ones() -> None:
     assert first == second == record
     assert first.topic_id is second.topic_id
     assert first.directories == (Uuid(1, 1), Uuid(-1, -1))
+
+
+_SMALL_INTS = st.lists(st.integers(0, 9), max_size=4).map(tuple)
+
+
+@settings(max_examples=100, deadline=None)
+@given(replicas=_SMALL_INTS, isr=_SMALL_INTS, ints=st.lists(st.integers(-5, 5), min_size=4, max_size=4),
+       offset=st.integers(0, 2**40), source=st.none() | st.text(max_size=5))
+def test_slot_constructors_build_what_the_dataclass_constructor_builds(
+        replicas: tuple[int, ...], isr: tuple[int, ...], ints: list[int], offset: int, source: str | None) -> None:
+    directories = tuple(Uuid(r, 1) for r in replicas)
+    fields = (replicas, directories, isr, (), isr, replicas, (), *ints)
+    built = slot_constructor(PartitionRegistration)(*fields)
+    assert built == PartitionRegistration(*fields)
+    assert repr(built) == repr(PartitionRegistration(*fields))
+    entry = new_log_entry(offset, NoOpRecord(), offset, ints[0], ints[1], source)
+    assert entry == LogEntry(offset, NoOpRecord(), offset, ints[0], ints[1], source)
