@@ -12,10 +12,19 @@ from jbod_model.directory_id import DirectoryState
 from jbod_model.image import ClusterImage, MetadataImage
 from jbod_model.records.json_codec import dumps
 from jbod_model.replicas import offline_reason
+from jbod_model.slots import gc_paused
 from jbod_model.uuid import Uuid
 
 
 def image_to_json(image: MetadataImage) -> dict[str, Any]:
+    """The image JSON contract (see :func:`_image_to_json`), built with the cyclic collector paused: the document is
+    millions of acyclic dicts and lists, and collections triggered while building it would walk them (and the
+    image) over and over."""
+    with gc_paused():
+        return _image_to_json(image)
+
+
+def _image_to_json(image: MetadataImage) -> dict[str, Any]:
     """The image JSON contract: featureLevel, metadataVersion, lastOffset, brokers, topics, partitions, replicas.
 
     Linear in the image: topics are sorted once by their id's text and each topic's partitions by id, so partitions
