@@ -61,6 +61,8 @@ from jbod_model.records.metadata import (
 from jbod_model.uuid import Uuid
 
 _REMOVED = None
+#: The records that open, close or abort a metadata transaction (:class:`TransactionBuffer`).
+_TRANSACTION_RECORDS = (BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)
 
 
 @dataclass(slots=True)
@@ -171,7 +173,22 @@ class MetadataDelta:
             self._last_offset = offset
 
     def _replay(self, record: Record) -> None:
+        # The cases are tried in order: the record types that make up almost all of a log come first.
         match record:
+            case PartitionChangeRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+                prev = change.get(record.partition_id)
+                if prev is None:
+                    raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}",
+                                      record=record)
+                change.changed[record.partition_id] = prev.merge(record)
+            case PartitionRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+                change.changed[record.partition_id] = PartitionRegistration.from_record(record)
             case NoOpRecord():
                 pass
             case RegisterBrokerRecord():
@@ -189,20 +206,6 @@ class MetadataDelta:
                 self._replay_registration_change(record)
             case TopicRecord():
                 self._replay_topic(record)
-            case PartitionRecord():
-                change = self._topic(record.topic_id)
-                if change is None:
-                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
-                change.changed[record.partition_id] = PartitionRegistration.from_record(record)
-            case PartitionChangeRecord():
-                change = self._topic(record.topic_id)
-                if change is None:
-                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
-                prev = change.get(record.partition_id)
-                if prev is None:
-                    raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}",
-                                      record=record)
-                change.changed[record.partition_id] = prev.merge(record)
             case RemoveTopicRecord():
                 change = self._topic(record.topic_id)
                 if change is None:
@@ -494,6 +497,10 @@ class Replayer:
 
     def replay(self, entry: LogEntry) -> None:
         """Replay one entry; raises ReplayFault naming the entry's source and offset."""
+        if not self._transactions.open and not isinstance(entry.record, _TRANSACTION_RECORDS):
+            # Outside a transaction a plain record settles as itself: skip the buffer (this runs per record).
+            self._replay_now(entry)
+            return
         settled = self._transactions.offer(entry)
         for e in settled.apply if settled is not None else ():
             self._replay_now(e)

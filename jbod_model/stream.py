@@ -40,7 +40,11 @@ from jbod_model.errors import DecodeError, InputError
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
+<<<<<<< HEAD
 from jbod_model.storage.log_reader import ReadPolicy, ReadReport, SkippedRegion
+=======
+from jbod_model.slots import gc_paused_iteration
+>>>>>>> model
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +111,14 @@ class StreamRunner:
 
     def run(self, entries: Iterable[StreamEntry]) -> Iterator[RequestEvent]:
         """Process entries in order; yield one event per request. A committed record's offset must be at or past
-        the controller's next offset (records the controller wrote already occupy the earlier ones)."""
+        the controller's next offset (records the controller wrote already occupy the earlier ones).
+
+        Reading and replaying run with the cyclic collector paused (:func:`jbod_model.slots.gc_paused_iteration`: a
+        large log allocates millions of small acyclic objects next to a growing image); the caller's code between
+        events runs with the collector as the caller had it."""
+        yield from gc_paused_iteration(self._run(entries))
+
+    def _run(self, entries: Iterable[StreamEntry]) -> Iterator[RequestEvent]:
         for entry in entries:
             if isinstance(entry, RequestEntry):
                 handled = self._controller.handle_request(entry.request, source=entry.source)

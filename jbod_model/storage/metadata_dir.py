@@ -22,7 +22,7 @@ from pathlib import Path
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.control import ControlEntry, SnapshotFooterRecord, SnapshotHeaderRecord
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.storage.files import (
     BOOTSTRAP_FILE_NAME,
     METADATA_PARTITION_DIR,
@@ -271,7 +271,7 @@ class MetadataLog:
                 for od, rec, value in data:
                     offset = base + od
                     if offset >= start and (until is None or offset < until):
-                        yield offset, index, LogEntry(offset, rec, base, epoch, ts, source), value
+                        yield offset, index, new_log_entry(offset, rec, base, epoch, ts, source), value
                 for od, crec, value in controls:
                     offset = base + od
                     if offset >= start and (until is None or offset < until):

@@ -13,7 +13,7 @@ import typer
 
 from jbod_model.errors import InputError
 from jbod_model.gaps import with_consequences
-from jbod_model.image_json import image_to_json
+from jbod_model.image_json import image_json_text, image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps
 from jbod_model.sources import InputKind, detect_kind, open_inputs
@@ -93,7 +93,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             shared.report_skips(loaded)
             doc = with_consequences(image_to_json(runner.image), loaded.consequences)
         if as_json:
-            print(dumps(doc))
+            print(image_json_text(doc))
         else:
             _print_image(doc)
 
