@@ -43,15 +43,24 @@ def broker_from_text(text: str) -> BrokerRegistration:
     return BrokerRegistration.from_record(record)
 
 
+def partition_to_json(p: PartitionRegistration) -> list[Any]:
+    """A partition registration as a positional JSON array (see :func:`partition_to_text`)."""
+    return [list(p.replicas), [str(d) for d in p.directories], list(p.isr), list(p.removing_replicas),
+            list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader, p.leader_recovery_state,
+            p.leader_epoch, p.partition_epoch]
+
+
 def partition_to_text(p: PartitionRegistration) -> str:
-    return dumps([list(p.replicas), [str(d) for d in p.directories], list(p.isr), list(p.removing_replicas),
-                  list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader, p.leader_recovery_state,
-                  p.leader_epoch, p.partition_epoch])
+    return dumps(partition_to_json(p))
 
 
 def partition_from_text(text: str) -> PartitionRegistration:
+    return partition_from_json(json.loads(text))
+
+
+def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
     (replicas, dirs, isr, removing, adding, elr, last_known_elr, leader, lrs, leader_epoch,
-     partition_epoch) = json.loads(text)
+     partition_epoch) = value
     return PartitionRegistration(replicas=tuple(replicas), directories=tuple(Uuid.from_string(d) for d in dirs),
                                  isr=tuple(isr), removing_replicas=tuple(removing), adding_replicas=tuple(adding),
                                  elr=tuple(elr), last_known_elr=tuple(last_known_elr), leader=leader,
