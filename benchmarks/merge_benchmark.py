@@ -1,14 +1,14 @@
 """What one micro-batch's MERGE costs as the tables grow (a benchmark, not a test).
 
-Builds ``replica_assignments`` and ``replica_assignment_history`` (the job's schemas, ``pipelines.tables``) holding
-``N`` keys of one cluster — topics of 25 partitions, replication factor 3, random Kafka-style topic ids — in the
+Builds ``replica_assignments`` and ``replica_assignment_history`` (the job's schemas, ``pipelines.lakehouse.tables``)
+holding ``N`` keys of one cluster — topics of 25 partitions, replication factor 3, random Kafka-style topic ids — in the
 layout a real run leaves: the bootstrap's big commits (``--bootstrap-rows`` rows a file, in snapshot order, which is
-random in ``topic_id``) plus a tail of small files from later micro-batches (``--tail-files``). The history table
-holds each key's open version and, for half of the keys, an older closed one. Then it times
-``DeltaRsWriter.write_batch`` of a micro-batch touching ``--keys`` random existing keys (a new value for each: one
-current row updated, one history version closed and one inserted), three times, and reports the median seconds and
-the MERGE metrics delta-rs put into the commit (files scanned, skipped, rewritten). Every size is measured twice:
-as written, and after ``jbod maintain`` (``pipelines.maintenance.maintain``).
+random in ``topic_id``) plus a tail of small files from later micro-batches (``--tail-files``). The history table holds
+each key's open version and, for half of the keys, an older closed one. Then it times ``DeltaRsWriter.write_batch`` of a
+micro-batch touching ``--keys`` random existing keys (a new value for each: one current row updated, one history version
+closed and one inserted), three times, and reports the median seconds and the MERGE metrics delta-rs put into the commit
+(files scanned, skipped, rewritten). Every size is measured twice: as written, and after ``jbod maintain``
+(``pipelines.lakehouse.maintenance.maintain``).
 
 Run: ``python benchmarks/merge_benchmark.py [--sizes 10000 100000 1000000] [--keys 100] [--json]``.
 
@@ -50,9 +50,9 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines.config import MaintenanceSettings
-from pipelines.maintenance import maintain
-from pipelines.tables import ENTITIES, DeltaRsWriter
+from pipelines.config.profiles import MaintenanceSettings
+from pipelines.lakehouse.maintenance import maintain
+from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter
 
 CLUSTER = "bench"
 PARTITIONS_PER_TOPIC = 25

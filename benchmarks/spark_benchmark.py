@@ -1,13 +1,13 @@
 """End-to-end benchmark of the Spark job against DuckDB and the pure model.
 
-Generates a large synthetic JBOD cluster log (``pipelines.synthetic``: brokers with several disks, topics, ISR churn,
+Generates a large JBOD cluster log (``jbod_model.simulator.churn``: brokers with several disks, topics, ISR churn,
 disk failures, fencing, reassignments, deletions, transactions and mostly NoOps), writes it as a node's metadata log
 dir and as canonical JSONL, then measures, in one run on the same machine:
 
 1. DuckDB SQL over the JSONL records (``../shared/bench/duckdb_baseline.py``, final image only; its image is checked
    against the model's): the speed anchor every other time is a ratio to;
 2. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
-3. the Spark job (``pipelines.job.run_job``, deltalake tables) from an empty checkpoint for each ``--runs``
+3. the Spark job (``pipelines.streaming.job.run_job``, deltalake tables) from an empty checkpoint for each ``--runs``
    MASTER:BUCKETS (e.g. ``local[1]:4,local[2]:4``: does one cluster use both cores?), session start apart;
 4. an incremental run after appending 1 % more records to the log (the last run's checkpoint): what a scheduled job
    pays per run once the cluster is loaded.
@@ -31,11 +31,12 @@ from typing import Any
 
 from jbod_model.image_json import image_to_json
 from jbod_model.replay import Replayer
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_jsonl_file, write_metadata_dir
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
-from pipelines.job import run_job, spark_session
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_jsonl_file, write_metadata_dir
-from pipelines.tables import as_of_image
+from pipelines.lakehouse.tables import as_of_image
+from pipelines.streaming.job import run_job, spark_session
 
 #: The DuckDB speed anchor (``../shared/bench`` beside the repository's checkout).
 DUCKDB_BASELINE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="Print the results as JSON only.")
     args = parser.parse_args(argv)
 
-    spec = SyntheticSpec(brokers=args.brokers, dirs_per_broker=args.dirs_per_broker, topics=args.topics,
+    spec = ChurnSpec(brokers=args.brokers, dirs_per_broker=args.dirs_per_broker, topics=args.topics,
                          partitions_per_topic=args.partitions_per_topic, replication_factor=3,
                          operations=args.operations, noop_share=args.noop_share, seed=2024)
     work = args.out or Path(tempfile.mkdtemp(prefix="kraft-jbod-bench-"))
@@ -111,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(old, ignore_errors=True)
 
     started = time.perf_counter()
-    base = generate(spec)
+    base = churn_log(spec)
     # The generator is deterministic: more operations extend the same log, so the extra 1 % continues it.
-    extended = generate(replace(spec, operations=int(spec.operations * 1.01) + 1))
+    extended = churn_log(replace(spec, operations=int(spec.operations * 1.01) + 1))
     assert [e.offset for e in extended[: len(base)]] == [e.offset for e in base]
     extra = list(extended[len(base):])
     while extra and extra[0].batch_base_offset is not None and extra[0].batch_base_offset < len(base):

@@ -1,0 +1,208 @@
+"""Compact, lossless text forms of the model's values, for the Spark job's state store and its input rows.
+
+Only encoding lives here: every value is built and read back through ``jbod_model`` (records through
+``json_codec``, stream entries through ``jbod_model.stream``), so a state value always decodes into exactly the
+object the model produced. Broker registrations travel as their RegisterBrokerRecord at the newest metadata.version
+the model writes (nothing is lost at that version); partition registrations, the hot path of a large cluster, as a
+positional JSON array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from jbod_model.buckets import is_shared, record_owner
+from jbod_model.controller.context import BrokerHeartbeatState, ControllerState
+from jbod_model.errors import InputError
+from jbod_model.image import BrokerRegistration, PartitionRegistration
+from jbod_model.metadata_version import IBP_4_0_IV0, MetadataVersion
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
+from jbod_model.records.metadata import RegisterBrokerRecord
+from jbod_model.stream import RequestEntry, StreamEntry, entry_from_json, entry_to_json
+from jbod_model.uuid import Uuid
+
+# RegisterBrokerRecord v3 carries every field of a registration (LogDirs since 3.7-IV2).
+_CODEC_MV = MetadataVersion(IBP_4_0_IV0)
+
+
+def broker_to_text(reg: BrokerRegistration) -> str:
+    return dumps(record_to_json(reg.to_record(_CODEC_MV)))
+
+
+def broker_from_text(text: str) -> BrokerRegistration:
+    record = record_from_json(json.loads(text), "stored broker")
+    if not isinstance(record, RegisterBrokerRecord):
+        raise InputError(f"stored broker is a {type(record).__name__}")
+    return BrokerRegistration.from_record(record)
+
+
+def partition_to_json(p: PartitionRegistration) -> list[Any]:
+    """A partition registration as a positional JSON array (see :func:`partition_to_text`)."""
+    return [list(p.replicas), [str(d) for d in p.directories], list(p.isr), list(p.removing_replicas),
+            list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader, p.leader_recovery_state,
+            p.leader_epoch, p.partition_epoch]
+
+
+def partition_to_text(p: PartitionRegistration) -> str:
+    return dumps(partition_to_json(p))
+
+
+def partition_from_text(text: str) -> PartitionRegistration:
+    return partition_from_json(json.loads(text))
+
+
+def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
+    (replicas, dirs, isr, removing, adding, elr, last_known_elr, leader, lrs, leader_epoch,
+     partition_epoch) = value
+    return PartitionRegistration(replicas=tuple(replicas), directories=tuple(Uuid.from_string(d) for d in dirs),
+                                 isr=tuple(isr), removing_replicas=tuple(removing), adding_replicas=tuple(adding),
+                                 elr=tuple(elr), last_known_elr=tuple(last_known_elr), leader=leader,
+                                 leader_recovery_state=lrs, leader_epoch=leader_epoch,
+                                 partition_epoch=partition_epoch)
+
+
+def entries_to_text(entries: Sequence[LogEntry]) -> str:
+    """Log entries (e.g. an open metadata transaction) with their provenance."""
+    return dumps([{**entry_to_json(e), "source": e.source} for e in entries])
+
+
+def entries_from_text(text: str) -> tuple[LogEntry, ...]:
+    out = []
+    for obj in json.loads(text):
+        entry = entry_from_json(obj, "stored entry", obj.get("source"))
+        if not isinstance(entry, LogEntry):
+            raise InputError("stored transaction holds a request")
+        out.append(entry)
+    return tuple(out)
+
+
+def controller_state_to_text(state: ControllerState, next_offset: int) -> str:
+    return dumps({"next": next_offset,
+                  "reg": {str(b): o for b, o in state.register_broker_record_offsets.items()},
+                  "hb": {str(b): [h.fenced, h.metadata_offset, h.controlled_shutdown_offset]
+                         for b, h in state.heartbeats.items()}})
+
+
+def controller_state_from_text(text: str) -> tuple[ControllerState, int]:
+    obj = json.loads(text)
+    offsets = {int(b): int(o) for b, o in obj["reg"].items()}
+    heartbeats = {int(b): BrokerHeartbeatState(fenced=bool(h[0]), metadata_offset=int(h[1]),
+                                                controlled_shutdown_offset=int(h[2])) for b, h in obj["hb"].items()}
+    return (ControllerState(register_broker_record_offsets=MappingProxyType(offsets),
+                            heartbeats=MappingProxyType(heartbeats)), int(obj["next"]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Input rows
+
+
+@dataclass(frozen=True, slots=True)
+class InputRow:
+    """One entry of a cluster's input stream as the source emits it (the columns of ``source.INPUT_SCHEMA``).
+
+    ``kind`` is ``record`` (a committed metadata record), ``snapshot`` (a record of the snapshot the stream starts
+    or re-bootstraps from; ``offset`` local to the snapshot file, ``snapshot_end`` its end offset), ``request`` (a
+    controller request of a canonical JSONL stream) or ``gap`` (offsets ``gap_from .. gap_last`` of the log could not
+    be read and were skipped under policy ``skip``; ``source`` the file(s) that held them, ``message`` why; no
+    record). ``seq`` orders a cluster's rows; ``timestamp`` is in ms.
+    """
+
+    cluster_id: str
+    kind: str
+    seq: int
+    offset: int | None
+    batch_base_offset: int | None
+    leader_epoch: int | None
+    timestamp: int | None
+    type: str
+    version: int
+    data: str | None
+    payload: str | None
+    source: str | None
+    snapshot_end: int | None = None
+    #: The kind of input the cluster is read from: ``log`` (metadata log dir), ``jsonl`` or ``dump``.
+    input: str = "log"
+    #: On the rows of a snapshot the stream re-bootstraps from (the log was truncated past the stream's position):
+    #: the first offset the stream never read. The offsets ``gap_from .. snapshot_end - 1`` are known only through
+    #: the snapshot. None otherwise (the snapshot a stream starts from is no gap).
+    gap_from: int | None = None
+    #: On a ``gap`` row: the last offset that could not be read (``gap_from`` is the first).
+    gap_last: int | None = None
+    #: On a ``gap`` row: what was skipped and why, for the ``log_gaps`` table.
+    message: str | None = None
+    #: The replay bucket of the cluster the row goes to (``jbod_model.buckets``): the partition's bucket for a
+    #: partition record, 0 for a NoOp, a gap or any row of a JSONL input (request streams run in one bucket), and
+    #: :data:`ALL_BUCKETS` for a record every bucket replays, until the source fans it out to each bucket.
+    bucket: int = 0
+    #: On a snapshot row: its index among the snapshot's records (its bronze row's ``snapshot_index``; a bucket
+    #: sees only some of them).
+    snapshot_index: int | None = None
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+
+#: ``InputRow.bucket`` of a record every bucket replays, before the source fans it out.
+ALL_BUCKETS = -1
+
+
+def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, snapshot_end: int | None = None,
+                 input_kind: str = "log", gap_from: int | None = None, buckets: int = 1,
+                 snapshot_index: int | None = None) -> InputRow:
+    """The input row of a stream entry; ``buckets``: the cluster's replay buckets (``jbod_model.buckets``)."""
+    obj = entry_to_json(entry)
+    data = obj.get("data")
+    payload = obj.get("payload")
+    if isinstance(entry, RequestEntry):
+        return InputRow(cluster_id, kind, seq, entry.offset, None, None, None, str(obj["type"]),
+                        int(obj.get("version", 0)), None if data is None else dumps(data), None, entry.source,
+                        None, input_kind)
+    if input_kind == "jsonl" or buckets == 1:
+        bucket = 0
+    elif is_shared(entry.record):
+        bucket = ALL_BUCKETS
+    else:
+        bucket = record_owner(entry.record, buckets)
+    return InputRow(cluster_id, kind, seq, entry.offset, entry.batch_base_offset, entry.leader_epoch,
+                    entry.timestamp, str(obj["type"]), int(obj["version"]), None if data is None else dumps(data),
+                    payload, entry.source, snapshot_end, input_kind, gap_from, bucket=bucket,
+                    snapshot_index=snapshot_index)
+
+
+def fan_out(row: InputRow, buckets: int) -> Iterator[InputRow]:
+    """The row as each bucket that replays it receives it: one copy per bucket for :data:`ALL_BUCKETS` and for a
+    ``gap`` row (every bucket must know of the last skipped range: a record that cannot replay after it is its
+    consequence, ``jbod_model.gaps``; bucket 0 writes the gap's row)."""
+    if row.bucket != ALL_BUCKETS and row.kind != "gap":
+        yield row
+        return
+    for bucket in range(buckets):
+        yield dataclasses.replace(row, bucket=bucket)
+
+
+def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:
+    """The stream entry of an input row (columns by name)."""
+    obj: dict[str, Any] = {"type": row["type"], "version": _int(row["version"]),
+                           "data": None if row["data"] is None else json.loads(row["data"])}
+    if row.get("payload") is not None:
+        obj["payload"] = row["payload"]
+    for key, column in (("offset", "offset"), ("timestamp", "timestamp"), ("leaderEpoch", "leader_epoch"),
+                        ("batchBaseOffset", "batch_base_offset")):
+        value = _int(row.get(column))
+        if value is not None:
+            obj[key] = value
+    return entry_from_json(obj, f"{row['cluster_id']} seq {row['seq']}", row.get("source"))
+
+
+def _int(value: Any) -> int | None:
+    # pandas hands nullable integer columns over as floats (NaN for null).
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value)
