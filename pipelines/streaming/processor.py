@@ -569,7 +569,8 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
       on a record they all replay: one row), and every row of a step at or after it is dropped — the buckets that
       did not see the faulting entry went on. ``halted`` (cluster → fault offset, from earlier batches' faults;
       updated here) keeps them stopped in later batches.
-    * The ``log_gaps`` row of a re-bootstrap is counted per bucket: the partial rows are summed into one.
+    * The ``log_gaps`` row of a re-bootstrap is counted per bucket: the partial rows are summed into one; the row
+      of a record left out after a skipped range, reported by every bucket that replays the record, is kept once.
 
     Rows are the operator's (``cluster_id, ord, table, payload, bucket, at``); with one bucket nothing changes.
     """
@@ -587,6 +588,8 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
             keep_fault[cluster_id] = id(first)
     out: list[dict[str, Any]] = []
     gaps: dict[tuple[str, int], dict[str, Any]] = {}
+    # A record left out after a skipped range (``jbod_model.gaps``) that every bucket replays is reported by each.
+    left_out: set[tuple[str, str]] = set()
     for row in rows:
         cluster_id, at = row["cluster_id"], row["at"]
         stop = halted.get(cluster_id)
@@ -610,6 +613,9 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
                 gaps[key] = dict(row)
                 out.append(gaps[key])
                 continue
+            if (cluster_id, row["payload"]) in left_out:
+                continue
+            left_out.add((cluster_id, row["payload"]))
         out.append(row)
     return out
 

@@ -235,6 +235,8 @@ def test_partial_rebootstrap_gap_rows_are_summed() -> None:
     merged = json.loads(kept[0]["payload"])
     assert (merged["changed_rows"], merged["dropped_records"], merged["snapshot_source"]) == (10, 3, "snap")
     assert "(10 rows changed)" in merged["message"]
+    left_out = {**gap(0, 1, None), "first_missing_offset": 12, "last_missing_offset": 12, "snapshot_end_offset": None}
+    assert len(settle_rows([_row("log_gaps", b, 12, left_out) for b in range(3)], {})) == 1
 
 
 def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
