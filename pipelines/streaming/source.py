@@ -25,7 +25,9 @@ tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batc
 ``kind = "gap"`` row per skipped range), ``checkpointLocation`` (the
 query's checkpoint: Spark asks a restarted reader for its latest offset before saying where the stream stands, so
 the reader reads the start from the checkpoint's offset log to apply the cap), ``endOffsets`` (JSON offsets the
-stream stops at: ``AvailableNow`` for a source without admission control).
+stream stops at: ``AvailableNow`` for a source without admission control), ``buckets`` (replay buckets per cluster,
+``jbod_model.buckets``: a row's ``bucket`` column says which bucket replays it; a record every bucket replays is
+emitted once per bucket).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any, get_type_hints
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from jbod_model.buckets import check_buckets
 from jbod_model.dumplog import DumpLogReader, ErrorPolicy
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.meta_properties import META_PROPERTIES_NAME, MetaPropertiesError
@@ -51,7 +54,7 @@ from jbod_model.storage.log_reader import ReadPolicy, ReadReport
 from jbod_model.storage.metadata_dir import MetadataLog, MetadataLogDir, read_snapshot_entries
 from jbod_model.storage.tail import TailScan, scan_tail
 from jbod_model.stream import read_jsonl
-from pipelines.streaming.codec import InputRow, entry_to_row
+from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
 
 SOURCE_NAME = "kraft_metadata"
 
@@ -319,26 +322,27 @@ def _latest_dump(ci: ClusterInput, current: Position, cap: int | None, dumps: Du
 
 
 def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy = "fail",
-               dumps: DumpCache | None = None, *, final: bool = False) -> Iterator[InputRow]:
-    """The rows of ``ci`` between two positions (``start`` exclusive of what it already covers).
+               dumps: DumpCache | None = None, *, final: bool = False, buckets: int = 1) -> Iterator[InputRow]:
+    """The rows of ``ci`` between two positions (``start`` exclusive of what it already covers), each routed to
+    the replay bucket(s) of the cluster that replay it (``InputRow.bucket``; :func:`pipelines.streaming.codec.fan_out`).
 
     ``final``: the range ends where a bounded run (``endOffsets``, ``jbod run`` without ``--follow``) stops. A
     followed stream waits for a torn tail — a batch or line still being written — to complete; a run that stops
     does not, so what it leaves unread there is bad input as every other command reads it: the reader's
     :class:`DecodeError` under ``fail``, a ``gap`` row naming the file and byte under ``skip``."""
     if ci.kind == "log":
-        yield from _read_log(ci, start, end, policy, final)
+        yield from _read_log(ci, start, end, policy, final, buckets)
     elif ci.kind == "jsonl":
         yield from _read_jsonl(ci, start, end, policy, final)
     else:
         cache = dumps or DumpCache()
         for e in cache.cluster_entries(ci, policy):
             if max(start["next"], 0) <= e.offset < end["next"]:
-                yield entry_to_row(ci.cluster_id, "record", e.offset, e, input_kind="dump")
+                yield entry_to_row(ci.cluster_id, "record", e.offset, e, input_kind="dump", buckets=buckets)
 
 
 def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
-              final: bool = False) -> Iterator[InputRow]:
+              final: bool = False, buckets: int = 1) -> Iterator[InputRow]:
     log = MetadataLog.open(list(ci.paths))
     first = start["next"]
     from_snapshot = False
@@ -354,7 +358,7 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
         gap_from = first if first >= 0 else None
         for i, snap_entry in enumerate(records):
             yield entry_to_row(ci.cluster_id, "snapshot", base + i, snap_entry, snapshot_end=snapshot.end_offset,
-                               gap_from=gap_from)
+                               gap_from=gap_from, buckets=buckets, snapshot_index=i)
         first = snapshot.end_offset
         from_snapshot = True
     first = max(first, 0)
@@ -375,7 +379,7 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
                 expected == first and not from_snapshot))
         expected = entry.offset + 1
         if isinstance(entry, LogEntry):
-            yield entry_to_row(ci.cluster_id, "record", entry.offset, entry)
+            yield entry_to_row(ci.cluster_id, "record", entry.offset, entry, buckets=buckets)
     if expected < end["next"]:
         yield from _unread(ci, log, report, expected, after if after is not None else end["next"], policy,
                            at_range_start=expected == first and not from_snapshot)
@@ -539,9 +543,11 @@ def input_schema() -> StructType:
 
 def source_options(paths: Sequence[str | Path], *, cluster_id: str | None = None,
                    cluster_ids: dict[str, str] | None = None, max_entries_per_batch: int | None = None,
-                   policy: ReadPolicy = "fail", checkpoint: str | Path | None = None) -> dict[str, str]:
+                   policy: ReadPolicy = "fail", checkpoint: str | Path | None = None,
+                   buckets: int = 1) -> dict[str, str]:
     """The options of ``spark.readStream.format("kraft_metadata")`` for these inputs."""
-    opts = {"paths": json.dumps([str(Path(p).resolve()) for p in paths]), "policy": policy}
+    opts = {"paths": json.dumps([str(Path(p).resolve()) for p in paths]), "policy": policy,
+            "buckets": str(check_buckets(buckets))}
     if checkpoint is not None:
         opts["checkpointLocation"] = str(checkpoint)
     if cluster_id is not None:
@@ -573,6 +579,8 @@ class SourceConfig:
     checkpoint: str | None = None
     #: Offsets the stream never reads past (``Trigger.AvailableNow`` semantics: what was there when the run began).
     end: Offsets | None = None
+    #: Replay buckets per cluster (``jbod_model.buckets``): each row goes to the bucket(s) that replay it.
+    buckets: int = 1
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -589,8 +597,10 @@ class SourceConfig:
         if max_entries is not None and max_entries < 1:
             raise InputError("maxEntriesPerBatch must be at least 1")
         end = json.loads(opts["endoffsets"]) if opts.get("endoffsets") else None
+        buckets = check_buckets(int(opts.get("buckets", "1")))
         return cls(tuple(paths), opts.get("clusterid"), json.loads(opts.get("clusterids", "{}")),
-                   max_entries, "fail" if policy == "fail" else "skip", opts.get("checkpointlocation"), end)
+                   max_entries, "fail" if policy == "fail" else "skip", opts.get("checkpointlocation"), end,
+                   buckets)
 
     def discover(self) -> list[ClusterInput]:
         return discover(self.paths, cluster_id=self.cluster_id, cluster_ids=self.cluster_ids)
@@ -703,9 +713,10 @@ class _Partition(InputPartition):
     """One cluster's range of one micro-batch."""
 
     def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
-                 final: bool = False) -> None:
+                 final: bool = False, buckets: int = 1) -> None:
         super().__init__((ci.cluster_id, start, end))
         self.ci, self.start, self.end, self.policy, self.final = ci, start, end, policy, final
+        self.buckets = buckets
 
 
 class _StreamReader(DataSourceStreamReader):
@@ -722,14 +733,15 @@ class _StreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         config = self.planner.config
-        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e))
+        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e), config.buckets)
                 for ci, s, e in self.planner.plan(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
         for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
-                              final=partition.final):
-            yield row.as_tuple()
+                              final=partition.final, buckets=partition.buckets):
+            for routed in fan_out(row, partition.buckets):
+                yield routed.as_tuple()
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.seen(end)
