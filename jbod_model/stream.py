@@ -40,11 +40,8 @@ from jbod_model.errors import DecodeError, InputError
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
-<<<<<<< HEAD
-from jbod_model.storage.log_reader import ReadPolicy, ReadReport, SkippedRegion
-=======
 from jbod_model.slots import gc_paused_iteration
->>>>>>> model
+from jbod_model.storage.log_reader import ReadPolicy, ReadReport, SkippedRegion
 
 
 @dataclass(frozen=True, slots=True)
