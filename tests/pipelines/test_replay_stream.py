@@ -20,7 +20,9 @@ from jbod_model.replicas import replica_view
 from pipelines.codec import InputRow, entry_to_row
 from pipelines.replay_stream import _MAP_STATES, replay_batch
 from pipelines.synthetic import SyntheticSpec, generate
-from pipelines.tables import plan_batch
+from pipelines.tables import ENTITIES, plan_batch
+
+CURRENT_TABLES = {e.current for e in ENTITIES.values()}
 
 
 def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
@@ -30,11 +32,13 @@ def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
 
 def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[tuple[str, int, str, str]]) -> None:
     plan = plan_batch([{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
-    for table, upserts in plan.upserts.items():
+    for table, appended in plan.appends.items():
+        if table not in CURRENT_TABLES:
+            continue
         target = current.setdefault(table, {})
-        for row in upserts:
+        for row in appended:
             key = tuple(v for k, v in row.items() if k in ("topic_id", "partition_id", "broker_id", "name"))
-            if row["_deleted"]:
+            if row["removed"]:
                 target.pop(key, None)
             else:
                 target[key] = row
