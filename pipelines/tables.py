@@ -206,12 +206,13 @@ class BatchWrites:
 
 def plan_batch(rows: Iterable[Mapping[str, Any]]) -> BatchWrites:
     """Turn the operator's rows (``cluster_id, ord, table, payload``) into table writes. Events of one key are
-    applied in order. History: each version is a row, closed (``valid_to``) when the batch holds the key's next
-    event, else left open — the key's next version, written by a later batch, ends it (readers derive the end,
-    ``jbod maintain`` stores it). A removal closes the version before it: within the batch by that version's end,
-    and a version an earlier batch left open by a :data:`REMOVED` row at the removal's offset. Current table: the
-    key's last event, a :data:`REMOVED` row when that is a removal; the row it supersedes stays until readers or
-    ``jbod maintain`` drop it."""
+    applied in order. History: each version is a row whose end (``valid_to``/``end``) is left null — the key's next
+    row, in this batch or a later one, ends it (readers derive the end, ``jbod maintain`` stores it); a removal is a
+    :data:`REMOVED` row at its offset. Current table: the key's last event, a :data:`REMOVED` row when that is a
+    removal; the row it supersedes stays until ``jbod maintain`` drops it (readers take the latest).
+
+    No end is stored here, even one the batch knows: so the rows of a key whose end is null are always its latest
+    ones, which is what lets readers resolve only those (:func:`resolved_sql`)."""
     out = BatchWrites()
     events: dict[str, dict[tuple[Any, ...], list[dict[str, Any]]]] = {}
     for row in sorted(rows, key=lambda r: (r["cluster_id"], r["ord"])):
@@ -236,14 +237,9 @@ def plan_batch(rows: Iterable[Mapping[str, Any]]) -> BatchWrites:
         history = out.appends.setdefault(entity.history, [])
         for key, evs in by_key.items():
             keys = dict(zip(entity.key_names, key, strict=True))
-            for i, ev in enumerate(evs):
-                removed = ev["v"] is None
-                if removed and i > 0:
-                    continue  # the version before it, in this batch, ends here already
-                nxt = evs[i + 1] if i + 1 < len(evs) and not removed else None
-                history.append({**keys, **(no_value if removed else ev["v"]), f"{lo}_offset": ev["o"],
-                                f"{lo}_time": _time(ev["t"]), f"{hi}_offset": None if nxt is None else nxt["o"],
-                                f"{hi}_time": None if nxt is None else _time(nxt["t"]), REMOVED: removed})
+            for ev in evs:
+                history.append({**keys, **(ev["v"] or no_value), f"{lo}_offset": ev["o"], f"{lo}_time": _time(ev["t"]),
+                                f"{hi}_offset": None, f"{hi}_time": None, REMOVED: ev["v"] is None})
             if entity.current is not None:
                 last = evs[-1]
                 out.appends.setdefault(entity.current, []).append(
@@ -386,21 +382,21 @@ def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int
         if not dry_run:
             migrate_layout(table)
         return 0
-    keys = [_quote(k) for k in entity.key_names]
+    table.update_incremental()
+    keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
     lo, hi = entity.interval
     start = "since_offset" if current else f"{lo}_offset"
-    window = f"OVER (PARTITION BY {', '.join(keys)} ORDER BY {start} DESC)"
     if current:
-        pick = (f"SELECT {', '.join(keys)}, {start}, {REMOVED} FROM (SELECT *, ROW_NUMBER() {window} AS _latest "
-                f"FROM stored) s WHERE _latest > 1 OR {REMOVED} IS TRUE")
+        pick = (f"SELECT {keys}, s.since_offset FROM stored s LEFT JOIN {_superseded(entity, 'stored')} g ON "
+                f"{_same_key(entity, 's', 'g')} WHERE s.since_offset < g._latest OR s.{REMOVED} IS TRUE")
     else:
-        pick = (f"SELECT {', '.join(keys)}, {start}, {REMOVED}, _next_offset, _next_time FROM (SELECT *, "
-                f"LAG({lo}_offset) {window} AS _next_offset, LAG({lo}_time) {window} AS _next_time FROM stored) s "
-                f"WHERE {hi}_offset IS NULL AND (_next_offset IS NOT NULL OR {REMOVED} IS TRUE)")
+        pick = (f"SELECT {keys}, s.{start}, s.{REMOVED}, s._next_offset, s._next_time FROM "
+                f"({_open_rows(entity, 'stored', several=False)}) s "
+                f"WHERE s._next_offset IS NOT NULL OR s.{REMOVED} IS TRUE")
     source = plain_types(pa.table(QueryBuilder().register("stored", table).execute(pick)))
     if dry_run or source.num_rows == 0:
         return int(source.num_rows)
-    on = " AND ".join([*(f"t.{k} = s.{k}" for k in keys), f"t.{start} = s.{start}"])
+    on = f"{_same_key(entity, 't', 's')} AND t.{start} = s.{start}"
     merge = table.merge(source, on if current else f"{on} AND t.{hi}_offset IS NULL", source_alias="s",
                         target_alias="t", streamed_exec=False)
     if current:
@@ -445,6 +441,36 @@ def _delta(tables_dir: str | Path, table: str) -> DeltaTable:
     return DeltaTable(str(path))
 
 
+def _same_key(entity: Entity, left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{_quote(k)} = {right}.{_quote(k)}" for k in entity.key_names)
+
+
+def _open_rows(entity: Entity, source: str, *, several: bool) -> str:
+    """The stored history rows whose end is null (the latest rows of their key, :func:`plan_batch`), each with the
+    start of the key's next one (``_next_offset``, ``_next_time``); ``several``: only keys with more than one such
+    row — the keys changed since the last fold, the only ones whose ends need deriving."""
+    lo, hi = entity.interval
+    keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
+    window = f"OVER (PARTITION BY {keys} ORDER BY s.{lo}_offset)"
+    where = f"s.{hi}_offset IS NULL"
+    if several:
+        where += f" AND EXISTS (SELECT 1 FROM {_changed_keys(entity, source)} g WHERE {_same_key(entity, 's', 'g')})"
+    return (f"SELECT s.*, LEAD(s.{lo}_offset) {window} AS _next_offset, LEAD(s.{lo}_time) {window} AS _next_time "
+            f"FROM {source} s WHERE {where}")
+
+
+def _changed_keys(entity: Entity, source: str) -> str:
+    keys = ", ".join(_quote(k) for k in entity.key_names)
+    return (f"(SELECT {keys} FROM {source} WHERE {entity.interval[1]}_offset IS NULL GROUP BY {keys} "
+            "HAVING COUNT(*) > 1)")
+
+
+def _superseded(entity: Entity, source: str) -> str:
+    """The current table's keys with more than one stored row, with the latest row's ``since_offset``."""
+    keys = ", ".join(_quote(k) for k in entity.key_names)
+    return f"(SELECT {keys}, MAX(since_offset) AS _latest FROM {source} GROUP BY {keys} HAVING COUNT(*) > 1)"
+
+
 def resolved_sql(table: str, source: str = "stored") -> str:
     """A SQL query giving a current or history table's rows as its readers see them (docs/tables.md), from its
     stored rows registered as ``source``. The writer only appends (:func:`plan_batch`), so the stored table may hold
@@ -456,24 +482,24 @@ def resolved_sql(table: str, source: str = "stored") -> str:
       end is that row's start (Kafka's next change of the key); :data:`REMOVED` rows only end the version before
       them and are not versions themselves.
 
-    The window is partitioned by the key, ``cluster_id`` first, so a filter on the cluster is pushed below it into
-    the scan."""
+    Only the keys with more than one such row need resolving — the keys changed since the last fold — so the query
+    joins the table with those keys (a hash aggregate) instead of sorting it whole by key: after a fold it costs
+    about a scan."""
     entity, current = VERSIONED[table]
-    keys = ", ".join(_quote(k) for k in entity.key_names)
     schema = entity.current_schema() if current else entity.history_schema()
+    columns = ", ".join(f"s.{_quote(f.name)}" for f in schema)
     if current:
-        columns = ", ".join(_quote(f.name) for f in schema)
-        return (f"SELECT {columns} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY since_offset DESC)"
-                f" AS _latest FROM {source}) s WHERE _latest = 1 AND {REMOVED} IS NOT TRUE")
-    lo, hi = entity.interval
-    window = f"OVER (PARTITION BY {keys} ORDER BY {lo}_offset)"
-    derived = {f"{hi}_offset": f"LEAD({lo}_offset) {window}", f"{hi}_time": f"LEAD({lo}_time) {window}"}
-    # The time follows the offset: an end offset with no time (records without batch times) keeps its null time.
-    columns = ", ".join(
-        f"CASE WHEN {hi}_offset IS NULL THEN {derived[f.name]} ELSE {_quote(f.name)} END AS {_quote(f.name)}"
-        if f.name in derived else _quote(f.name) for f in schema)
-    return (f"SELECT {', '.join(_quote(f.name) for f in schema)} FROM (SELECT {columns}, {REMOVED} FROM {source}) s "
-            f"WHERE {REMOVED} IS NOT TRUE")
+        return (f"SELECT {columns} FROM {source} s LEFT JOIN {_superseded(entity, source)} g ON "
+                f"{_same_key(entity, 's', 'g')} WHERE (g._latest IS NULL OR s.since_offset = g._latest) AND "
+                f"s.{REMOVED} IS NOT TRUE")
+    hi = entity.interval[1]
+    ends = {f"{hi}_offset": "s._next_offset", f"{hi}_time": "s._next_time"}
+    derived = ", ".join(f"{ends[f.name]} AS {_quote(f.name)}" if f.name in ends else f"s.{_quote(f.name)}"
+                        for f in schema)
+    return (f"SELECT {columns} FROM {source} s WHERE s.{REMOVED} IS NOT TRUE AND (s.{hi}_offset IS NOT NULL OR NOT "
+            f"EXISTS (SELECT 1 FROM {_changed_keys(entity, source)} g WHERE {_same_key(entity, 's', 'g')})) "
+            f"UNION ALL SELECT {derived} FROM ({_open_rows(entity, source, several=True)}) s "
+            f"WHERE s.{REMOVED} IS NOT TRUE")
 
 
 def _stored(tables_dir: str | Path, table: str) -> DeltaTable:

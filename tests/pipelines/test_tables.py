@@ -35,9 +35,9 @@ def test_events_of_a_key_become_versions_and_one_current_row() -> None:
             _event(2, "topic", ["T"], 12, {"topic_name": "a"}), _event(3, "topic", ["U"], 7, {"topic_name": "u"})]
     plan = plan_batch(rows)
     history = plan.appends["topic_history"]
-    # Appended only: a version the batch ends is closed; the last stays open (a later batch's row ends it).
+    # Appended only, no end stored: the key's next row ends a version (readers derive it, jbod maintain stores it).
     assert [(r["topic_id"], r["removed"], r["valid_from_offset"], r["valid_to_offset"]) for r in history] == [
-        ("T", False, 5, 9), ("T", False, 12, None), ("U", False, 7, None)]
+        ("T", False, 5, None), ("T", True, 9, None), ("T", False, 12, None), ("U", False, 7, None)]
     current = {r["topic_id"]: r for r in plan.appends["topics"]}
     assert current["T"]["since_offset"] == 12 and not current["T"]["removed"]
     assert current["T"]["since_time"] == 1012 * 1000  # microseconds
