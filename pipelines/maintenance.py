@@ -7,16 +7,16 @@ Why each step, and why it is safe next to the streaming job (docs/jobs.md):
   cost must not grow with the table), so a current table gathers superseded rows and a history table open-ended
   versions that a later row ended; readers resolve both, and folding stores the result so that they read one row per
   live key again. Readers give the same answers before and after. A table of the old (MERGE) layout is migrated.
-* **Compaction** (``DeltaTable.optimize.compact``): every micro-batch MERGEs or appends a few small files into each
-  table, so a table read through its Delta log opens thousands of files after a few days of 15-minute runs. The
-  OPTIMIZE commit only rewrites files; app transactions are table state carried from commit to commit (and into
+* **Compaction** (``DeltaTable.optimize.compact``): every micro-batch appends a few small files to each table, so a
+  table read through its Delta log opens thousands of files after a few days of 15-minute runs. The OPTIMIZE
+  commit only rewrites files; app transactions are table state carried from commit to commit (and into
   checkpoints), so the job's ``(kraft-jbod:<query id>, batch id)`` marks survive it and a re-run batch is still
-  skipped. An OPTIMIZE that races a MERGE of the running job fails Delta's conflict check instead of corrupting
+  skipped. An OPTIMIZE that races a commit of the running job fails Delta's conflict check instead of corrupting
   anything; the table is reported as a conflict and the next run compacts it.
-* **Vacuum** deletes files that the log no longer references (removed by a MERGE or a compaction, or orphaned by a
+* **Vacuum** deletes files that the log no longer references (removed by folding or a compaction, or orphaned by a
   writer that crashed before committing) once they are older than the retention. A shorter retention than Delta's
-  default (168 h) is refused unless forced: a reader of an older version, or the streaming job's MERGE that planned
-  against the version before a compaction, may still open those files.
+  default (168 h) is refused unless forced: a reader of an older version (a query, or a fold that planned against
+  the version before a compaction) may still open those files.
 * **Checkpoint and log clean-up**: a checkpoint lets readers skip replaying every JSON commit; the clean-up deletes
   commits older than ``delta.logRetentionDuration`` (30 days by default) that precede the checkpoint.
 """
@@ -124,8 +124,8 @@ def check_retention(hours: int, *, force: bool) -> None:
     if hours < DELTA_DEFAULT_RETENTION_HOURS and not force:
         raise InputError(
             f"a vacuum retention of {hours} h is below Delta's default of {DELTA_DEFAULT_RETENTION_HOURS} h: files "
-            "removed more recently may still be read — by a reader of an older table version, or by the streaming "
-            "job's MERGE, which plans against the version it read before a compaction removed them — and deleting "
+            "removed more recently may still be read — by a reader of an older table version, such as a query or a "
+            "fold that planned against the version it read before a compaction removed them — and deleting "
             "them makes that read fail. Pass --force to vacuum anyway (e.g. when nothing reads or writes the tables).")
 
 

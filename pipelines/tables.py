@@ -341,9 +341,11 @@ class DeltaSparkWriter:
     def ensure_tables(self) -> None:
         for name, schema in stored_schemas().items():
             spark_schema = self.spark.createDataFrame(pa.table({f.name: pa.array([], f.type) for f in schema}))
-            spark_schema.write.format("delta").mode("ignore").save(f"{self.root}/{name}")
-            if name in VERSIONED:
-                migrate_layout(DeltaTable(f"{self.root}/{name}"))
+            path = f"{self.root}/{name}"
+            spark_schema.write.format("delta").mode("ignore").save(path)
+            if name in VERSIONED and REMOVED not in self.spark.read.format("delta").load(path).columns:
+                # The MERGE layout's rows are final: adding the column migrates them (see migrate_layout).
+                self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({REMOVED} BOOLEAN)")
 
     def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         plan = plan_batch(rows)
