@@ -388,19 +388,34 @@ def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int
     keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
     lo, hi = entity.interval
     start = "since_offset" if current else f"{lo}_offset"
+    marks = fold_marks(table)
     if current:
-        pick = (f"SELECT {keys}, s.since_offset FROM stored s LEFT JOIN {_superseded(entity, 'stored')} g ON "
-                f"{_same_key(entity, 's', 'g')} WHERE s.since_offset < g._latest OR s.{REMOVED} IS TRUE")
+        pick = (f"SELECT {keys}, s.since_offset FROM stored s LEFT JOIN {_latest_rows(entity, 'stored', marks)} g "
+                f"ON {_same_key(entity, 's', 'g')} WHERE s.since_offset < g._latest OR s.{REMOVED} IS TRUE")
     else:
         pick = (f"SELECT {keys}, s.{start}, s.{REMOVED}, s._next_offset, s._next_time FROM "
-                f"({_open_rows(entity, 'stored', several=False)}) s "
+                f"({_open_rows(entity, 'stored', marks, changed=bool(marks))}) s "
                 f"WHERE s._next_offset IS NOT NULL OR s.{REMOVED} IS TRUE")
+    # Without marks (the first fold) every open row is looked at: a removal of a key that had no open version (its
+    # only open row) is dropped too.
     source = plain_types(pa.table(QueryBuilder().register("stored", table).execute(pick)))
-    if dry_run or source.num_rows == 0:
+    # The new marks: every row of the version read is folded once this commits (a batch appended meanwhile has
+    # greater offsets — a cluster's offsets only grow — so it stays above its cluster's mark, unfolded).
+    reached = pa.table(QueryBuilder().register("stored", table).execute(
+        f"SELECT cluster_id, MAX({start}) AS m FROM stored GROUP BY cluster_id")).to_pylist()
+    commit = CommitProperties(app_transactions=[Transaction(FOLD_APP + str(r["cluster_id"]), int(r["m"]))
+                                                for r in reached if r["m"] is not None and marks.get(
+                                                    str(r["cluster_id"])) != r["m"]])
+    if dry_run:
         return int(source.num_rows)
+    if source.num_rows == 0:
+        if commit.app_transactions:  # nothing to fold, but the marks move: an empty commit carries them
+            write_deltalake(table, stored(entity.current_schema() if current else entity.history_schema())
+                            .empty_table(), mode="append", commit_properties=commit)
+        return 0
     on = f"{_same_key(entity, 't', 's')} AND t.{start} = s.{start}"
     merge = table.merge(source, on if current else f"{on} AND t.{hi}_offset IS NULL", source_alias="s",
-                        target_alias="t", streamed_exec=False)
+                        target_alias="t", streamed_exec=False, commit_properties=commit)
     if current:
         merge = merge.when_matched_delete()
     else:
@@ -447,33 +462,64 @@ def _same_key(entity: Entity, left: str, right: str) -> str:
     return " AND ".join(f"{left}.{_quote(k)} = {right}.{_quote(k)}" for k in entity.key_names)
 
 
-def _open_rows(entity: Entity, source: str, *, several: bool) -> str:
+#: The app id prefix of a fold's marks: ``(FOLD_APP + cluster id, offset)`` in a fold's commit says every row of the
+#: cluster up to that offset was folded (:func:`fold_versions`). App transactions are table state, read in O(1).
+FOLD_APP = "kraft-jbod:folded:"
+
+
+def fold_marks(table: DeltaTable) -> dict[str, int]:
+    """The offset up to which each cluster's rows of a current or history table were folded (clusters never folded
+    are absent)."""
+    found = pa.table(QueryBuilder().register("stored", table).execute("SELECT DISTINCT cluster_id FROM stored"))
+    marks = {str(c): table.transaction_version(FOLD_APP + str(c)) for c in found.column("cluster_id").to_pylist()}
+    return {c: m for c, m in marks.items() if m is not None}
+
+
+def _unfolded(start: str, marks: Mapping[str, int] | None) -> str | None:
+    """SQL: the row was appended after its cluster's last fold; None without marks (every row may be)."""
+    if not marks:
+        return None
+    cases = " ".join(f"WHEN {_lit(c)} THEN {int(m)}" for c, m in sorted(marks.items()))
+    return f"{start} > CASE cluster_id {cases} ELSE -1 END"
+
+
+def _changed_keys(entity: Entity, source: str, marks: Mapping[str, int] | None) -> str:
+    """The history's keys whose end may need deriving: with fold marks, the keys with an open row appended since
+    the fold (a key has one open row after a fold); else the keys with more than one open row."""
+    keys = ", ".join(_quote(k) for k in entity.key_names)
+    lo, hi = entity.interval
+    unfolded = _unfolded(f"{lo}_offset", marks)
+    if unfolded is None:
+        return f"(SELECT {keys} FROM {source} WHERE {hi}_offset IS NULL GROUP BY {keys} HAVING COUNT(*) > 1)"
+    return f"(SELECT DISTINCT {keys} FROM {source} WHERE {hi}_offset IS NULL AND {unfolded})"
+
+
+def _open_rows(entity: Entity, source: str, marks: Mapping[str, int] | None, *, changed: bool) -> str:
     """The stored history rows whose end is null (the latest rows of their key, :func:`plan_batch`), each with the
-    start of the key's next one (``_next_offset``, ``_next_time``); ``several``: only keys with more than one such
-    row — the keys changed since the last fold, the only ones whose ends need deriving."""
+    start of the key's next one (``_next_offset``, ``_next_time``); ``changed``: only the keys
+    :func:`_changed_keys` gives — the only ones whose ends need deriving."""
     lo, hi = entity.interval
     keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
     window = f"OVER (PARTITION BY {keys} ORDER BY s.{lo}_offset)"
     where = f"s.{hi}_offset IS NULL"
-    if several:
-        where += f" AND EXISTS (SELECT 1 FROM {_changed_keys(entity, source)} g WHERE {_same_key(entity, 's', 'g')})"
+    if changed:
+        where += (f" AND EXISTS (SELECT 1 FROM {_changed_keys(entity, source, marks)} g "
+                  f"WHERE {_same_key(entity, 's', 'g')})")
     return (f"SELECT s.*, LEAD(s.{lo}_offset) {window} AS _next_offset, LEAD(s.{lo}_time) {window} AS _next_time "
             f"FROM {source} s WHERE {where}")
 
 
-def _changed_keys(entity: Entity, source: str) -> str:
+def _latest_rows(entity: Entity, source: str, marks: Mapping[str, int] | None) -> str:
+    """The current table's keys that may have superseded rows, with the ``since_offset`` of their latest row: with
+    fold marks, the keys with a row appended since the fold; else the keys with more than one row."""
     keys = ", ".join(_quote(k) for k in entity.key_names)
-    return (f"(SELECT {keys} FROM {source} WHERE {entity.interval[1]}_offset IS NULL GROUP BY {keys} "
-            "HAVING COUNT(*) > 1)")
+    unfolded = _unfolded("since_offset", marks)
+    if unfolded is None:
+        return f"(SELECT {keys}, MAX(since_offset) AS _latest FROM {source} GROUP BY {keys} HAVING COUNT(*) > 1)"
+    return f"(SELECT {keys}, MAX(since_offset) AS _latest FROM {source} WHERE {unfolded} GROUP BY {keys})"
 
 
-def _superseded(entity: Entity, source: str) -> str:
-    """The current table's keys with more than one stored row, with the latest row's ``since_offset``."""
-    keys = ", ".join(_quote(k) for k in entity.key_names)
-    return f"(SELECT {keys}, MAX(since_offset) AS _latest FROM {source} GROUP BY {keys} HAVING COUNT(*) > 1)"
-
-
-def resolved_sql(table: str, source: str = "stored") -> str:
+def resolved_sql(table: str, source: str = "stored", marks: Mapping[str, int] | None = None) -> str:
     """A SQL query giving a current or history table's rows as its readers see them (docs/tables.md), from its
     stored rows registered as ``source``. The writer only appends (:func:`plan_batch`), so the stored table may hold
     more than that until ``jbod maintain`` folds it (:func:`fold_versions`):
@@ -484,14 +530,14 @@ def resolved_sql(table: str, source: str = "stored") -> str:
       end is that row's start (Kafka's next change of the key); :data:`REMOVED` rows only end the version before
       them and are not versions themselves.
 
-    Only the keys with more than one such row need resolving — the keys changed since the last fold — so the query
-    joins the table with those keys (a hash aggregate) instead of sorting it whole by key: after a fold it costs
-    about a scan."""
+    Only the keys changed since the last fold need resolving, so the query joins the table with those keys instead
+    of sorting it whole by key. ``marks`` (:func:`fold_marks`) say which rows were folded, so that finding those
+    keys reads the rows appended since; without them it is a hash aggregate over every (open) row."""
     entity, current = VERSIONED[table]
     schema = entity.current_schema() if current else entity.history_schema()
     columns = ", ".join(f"s.{_quote(f.name)}" for f in schema)
     if current:
-        return (f"SELECT {columns} FROM {source} s LEFT JOIN {_superseded(entity, source)} g ON "
+        return (f"SELECT {columns} FROM {source} s LEFT JOIN {_latest_rows(entity, source, marks)} g ON "
                 f"{_same_key(entity, 's', 'g')} WHERE (g._latest IS NULL OR s.since_offset = g._latest) AND "
                 f"s.{REMOVED} IS NOT TRUE")
     hi = entity.interval[1]
@@ -499,8 +545,8 @@ def resolved_sql(table: str, source: str = "stored") -> str:
     derived = ", ".join(f"{ends[f.name]} AS {_quote(f.name)}" if f.name in ends else f"s.{_quote(f.name)}"
                         for f in schema)
     return (f"SELECT {columns} FROM {source} s WHERE s.{REMOVED} IS NOT TRUE AND (s.{hi}_offset IS NOT NULL OR NOT "
-            f"EXISTS (SELECT 1 FROM {_changed_keys(entity, source)} g WHERE {_same_key(entity, 's', 'g')})) "
-            f"UNION ALL SELECT {derived} FROM ({_open_rows(entity, source, several=True)}) s "
+            f"EXISTS (SELECT 1 FROM {_changed_keys(entity, source, marks)} g WHERE {_same_key(entity, 's', 'g')})) "
+            f"UNION ALL SELECT {derived} FROM ({_open_rows(entity, source, marks, changed=True)}) s "
             f"WHERE s.{REMOVED} IS NOT TRUE")
 
 
@@ -520,8 +566,8 @@ def query(tables_dir: str | Path, table: str, sql: str) -> pa.Table:
     delta = _stored(tables_dir, table)
     if table not in VERSIONED:
         return plain_types(pa.table(QueryBuilder().register("t", delta).execute(sql)))
-    return plain_types(pa.table(QueryBuilder().register("stored", delta)
-                                .execute(f"WITH t AS ({resolved_sql(table)}) {sql}")))
+    view = resolved_sql(table, marks=fold_marks(delta))
+    return plain_types(pa.table(QueryBuilder().register("stored", delta).execute(f"WITH t AS ({view}) {sql}")))
 
 
 def read_table(tables_dir: str | Path, table: str, where: str | None = None,
