@@ -489,9 +489,12 @@ def _changed_keys(entity: Entity, source: str, marks: Mapping[str, int] | None) 
     keys = ", ".join(_quote(k) for k in entity.key_names)
     lo, hi = entity.interval
     unfolded = _unfolded(f"{lo}_offset", marks)
+    # ``_changed``: a column that is not a join key, to test after an outer join — DataFusion (delta-rs 1.6) carries
+    # a filter "key IS NULL" on the outer side over to the other side through the join's equality (no rows at all).
     if unfolded is None:
-        return f"(SELECT {keys} FROM {source} WHERE {hi}_offset IS NULL GROUP BY {keys} HAVING COUNT(*) > 1)"
-    return f"(SELECT DISTINCT {keys} FROM {source} WHERE {hi}_offset IS NULL AND {unfolded})"
+        return (f"(SELECT {keys}, TRUE AS _changed FROM {source} WHERE {hi}_offset IS NULL GROUP BY {keys} "
+                "HAVING COUNT(*) > 1)")
+    return f"(SELECT DISTINCT {keys}, TRUE AS _changed FROM {source} WHERE {hi}_offset IS NULL AND {unfolded})"
 
 
 def _open_rows(entity: Entity, source: str, marks: Mapping[str, int] | None, *, changed: bool) -> str:
@@ -501,12 +504,12 @@ def _open_rows(entity: Entity, source: str, marks: Mapping[str, int] | None, *, 
     lo, hi = entity.interval
     keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
     window = f"OVER (PARTITION BY {keys} ORDER BY s.{lo}_offset)"
-    where = f"s.{hi}_offset IS NULL"
+    rows = f"{source} s"
     if changed:
-        where += (f" AND EXISTS (SELECT 1 FROM {_changed_keys(entity, source, marks)} g "
-                  f"WHERE {_same_key(entity, 's', 'g')})")
+        # The few changed keys first: DataFusion builds its hash table on the join's left side.
+        rows = f"{_changed_keys(entity, source, marks)} g JOIN {source} s ON {_same_key(entity, 'g', 's')}"
     return (f"SELECT s.*, LEAD(s.{lo}_offset) {window} AS _next_offset, LEAD(s.{lo}_time) {window} AS _next_time "
-            f"FROM {source} s WHERE {where}")
+            f"FROM {rows} WHERE s.{hi}_offset IS NULL")
 
 
 def _latest_rows(entity: Entity, source: str, marks: Mapping[str, int] | None) -> str:
@@ -537,15 +540,20 @@ def resolved_sql(table: str, source: str = "stored", marks: Mapping[str, int] | 
     schema = entity.current_schema() if current else entity.history_schema()
     columns = ", ".join(f"s.{_quote(f.name)}" for f in schema)
     if current:
-        return (f"SELECT {columns} FROM {source} s LEFT JOIN {_latest_rows(entity, source, marks)} g ON "
-                f"{_same_key(entity, 's', 'g')} WHERE (g._latest IS NULL OR s.since_offset = g._latest) AND "
+        # The few keys to resolve on the left: DataFusion builds its hash table on the join's left side.
+        return (f"SELECT {columns} FROM {_latest_rows(entity, source, marks)} g RIGHT JOIN {source} s ON "
+                f"{_same_key(entity, 'g', 's')} WHERE (g._latest IS NULL OR s.since_offset = g._latest) AND "
                 f"s.{REMOVED} IS NOT TRUE")
     hi = entity.interval[1]
     ends = {f"{hi}_offset": "s._next_offset", f"{hi}_time": "s._next_time"}
     derived = ", ".join(f"{ends[f.name]} AS {_quote(f.name)}" if f.name in ends else f"s.{_quote(f.name)}"
                         for f in schema)
-    return (f"SELECT {columns} FROM {source} s WHERE s.{REMOVED} IS NOT TRUE AND (s.{hi}_offset IS NOT NULL OR NOT "
-            f"EXISTS (SELECT 1 FROM {_changed_keys(entity, source, marks)} g WHERE {_same_key(entity, 's', 'g')})) "
+    # Closed versions as stored; open ones of unchanged keys as stored (end null); the changed keys' open rows with
+    # the ends derived. The changed keys are on the joins' left, where DataFusion builds its hash table.
+    return (f"SELECT {columns} FROM {source} s WHERE s.{hi}_offset IS NOT NULL AND s.{REMOVED} IS NOT TRUE "
+            f"UNION ALL SELECT {columns} FROM {_changed_keys(entity, source, marks)} g RIGHT JOIN {source} s ON "
+            f"{_same_key(entity, 'g', 's')} WHERE s.{hi}_offset IS NULL AND g._changed IS NULL AND "
+            f"s.{REMOVED} IS NOT TRUE "
             f"UNION ALL SELECT {derived} FROM ({_open_rows(entity, source, marks, changed=True)}) s "
             f"WHERE s.{REMOVED} IS NOT TRUE")
 
