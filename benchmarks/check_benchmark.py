@@ -41,7 +41,7 @@ from jbod_model.directory_id import UNASSIGNED
 from jbod_model.uuid import Uuid
 from pipelines.config import SUITE_NAMES, QualitySettings
 from pipelines.quality import FRAMES, ExternalInputs, GxRunner, TableSet, _Build, checks_for, run_checks
-from pipelines.tables import table_schemas
+from pipelines.tables import stored_schemas
 
 CLUSTER = "bench"
 START_MS = 1_700_000_000_000
@@ -73,7 +73,7 @@ class Log:
 
 
 def _write(root: Path, name: str, columns: dict[str, Any]) -> None:
-    schema = table_schemas()[name]
+    schema = stored_schemas()[name]
     n = len(next(iter(columns.values())))
     arrays = []
     for field in schema:
