@@ -1,6 +1,6 @@
 """How long ``jbod check`` takes on a large cluster: tables of 200k–2M replica rows, every suite.
 
-The tables are written directly in the job's Delta contract (``pipelines.tables`` schemas, delta-rs), from a
+The tables are written directly in the job's Delta contract (``pipelines.lakehouse.tables`` schemas, delta-rs), from a
 generated metadata log that a JBOD controller could have written, so every rule has real rows to look at and the
 clean cluster passes:
 
@@ -39,9 +39,10 @@ from deltalake import write_deltalake
 
 from jbod_model.directory_id import UNASSIGNED
 from jbod_model.uuid import Uuid
-from pipelines.config import SUITE_NAMES, QualitySettings
-from pipelines.quality import FRAMES, ExternalInputs, GxRunner, TableSet, _Build, checks_for, run_checks
-from pipelines.tables import stored_schemas
+from pipelines.config.profiles import SUITE_NAMES, QualitySettings
+from pipelines.lakehouse.tables import stored_schemas
+from pipelines.quality import FRAMES, ExternalInputs, GxRunner, TableSet, checks_for, run_checks
+from pipelines.quality.frames import Build
 
 CLUSTER = "bench"
 START_MS = 1_700_000_000_000
@@ -280,7 +281,7 @@ def measure(root: Path, engine: str, spark: Any) -> dict[str, Any]:
         tables.table(name)
     out["read_s"] = round(time.monotonic() - t0, 2)
     # The phases of check_cluster, timed one by one (frame builders are private: this file is their benchmark).
-    build = _Build(tables, settings, ExternalInputs())
+    build = Build(tables, settings, ExternalInputs())
     frames: dict[str, Any] = {}
     frame_s: dict[str, float] = {}
     checks = checks_for(SUITE_NAMES)
@@ -323,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = None
     if args.engine == "spark":
-        from pipelines.job import spark_session  # noqa: PLC0415 - Spark only for this engine
+        from pipelines.streaming.job import spark_session  # noqa: PLC0415 - Spark only for this engine
 
         spark = spark_session("local[2]")
     base = args.out or Path(tempfile.mkdtemp(prefix="check-bench-"))

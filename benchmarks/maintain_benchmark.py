@@ -4,8 +4,8 @@ A scheduled ``jbod run`` commits one small Parquet file per table and micro-batc
 hundred runs is a few hundred files, and every reader lists and opens them all. This builds ``--tables`` tables of
 the job's ``records`` schema with ``--batches`` appended commits each (``--rows`` rows a commit, like a micro-batch of
 a quiet cluster), then measures: a full read of one table through the Delta log before, the maintenance of all of
-them (``pipelines.maintenance.maintain``: compaction, vacuum with ``--force`` and retention 0 so the compacted files
-go too, a checkpoint, log clean-up), and the same read after.
+them (``pipelines.lakehouse.maintenance.maintain``: compaction, vacuum with ``--force`` and retention 0 so the
+compacted files go too, a checkpoint, log clean-up), and the same read after.
 
 Run: ``python benchmarks/maintain_benchmark.py [--tables 5] [--batches 192] [--rows 200] [--json]``.
 
@@ -28,9 +28,9 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines.config import MaintenanceSettings
-from pipelines.maintenance import maintain
-from pipelines.tables import APPEND_TABLES, read_table
+from pipelines.config.profiles import MaintenanceSettings
+from pipelines.lakehouse.maintenance import maintain
+from pipelines.lakehouse.tables import APPEND_TABLES, read_table
 
 
 def _batch(schema: pa.Schema, start: int, rows: int) -> pa.Table:

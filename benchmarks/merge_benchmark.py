@@ -1,15 +1,15 @@
 """What one micro-batch's Delta writes cost as the tables grow (a benchmark, not a test).
 
-Builds ``replica_assignments`` and ``replica_assignment_history`` (the job's tables, ``pipelines.tables``) holding
-``N`` keys of one cluster — topics of 25 partitions, replication factor 3, random Kafka-style topic ids — in the
-layout a real run leaves: the bootstrap's big commits (``--bootstrap-rows`` rows a file, in snapshot order, which is
-random in ``topic_id``) plus a tail of small files from later micro-batches (``--tail-files``). The history table
+Builds ``replica_assignments`` and ``replica_assignment_history`` (the job's tables, ``pipelines.lakehouse.tables``)
+holding ``N`` keys of one cluster — topics of 25 partitions, replication factor 3, random Kafka-style topic ids — in
+the layout a real run leaves: the bootstrap's big commits (``--bootstrap-rows`` rows a file, in snapshot order, which
+is random in ``topic_id``) plus a tail of small files from later micro-batches (``--tail-files``). The history table
 holds each key's open version and, for half of the keys, an older closed one. Then it times
 ``DeltaRsWriter.write_batch`` of a micro-batch touching ``--keys`` random existing keys (a new value for each),
 three times, and reports the median seconds, what the last commit did to each table (operation, rows copied from
 old files, files added and removed), and what reading the current state and the state as of an offset then costs.
-Every size is measured twice: as written, and after ``jbod maintain`` (``pipelines.maintenance.maintain``: folding
-and compaction). It also times the initial load: one batch creating ``--load-keys`` keys in empty tables.
+Every size is measured twice: as written, and after ``jbod maintain`` (``pipelines.lakehouse.maintenance.maintain``:
+folding and compaction). It also times the initial load: one batch creating ``--load-keys`` keys in empty tables.
 
 The tables are built from the schemas the writer creates, so the same script measures any version of the writer:
 run it with ``PYTHONPATH`` at an older checkout for the "before" numbers. An anchor in the same run (the machine is
@@ -40,9 +40,9 @@ import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines.config import MaintenanceSettings
-from pipelines.maintenance import maintain
-from pipelines.tables import ENTITIES, DeltaRsWriter, read_table
+from pipelines.config.profiles import MaintenanceSettings
+from pipelines.lakehouse.maintenance import maintain
+from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, read_table
 
 CLUSTER = "bench"
 PARTITIONS_PER_TOPIC = 25
@@ -160,7 +160,8 @@ def _timed(fn: Callable[[], pa.Table]) -> tuple[float, int]:
 
 def reads(root: Path) -> dict[str, Any]:
     """Seconds (and rows) to read the current state — the ``replica_assignments`` rows — and the state as of the
-    bootstrap's offset from the history (the query ``as_of_image`` runs), through ``pipelines.tables.read_table``."""
+    bootstrap's offset from the history (the query ``as_of_image`` runs), through
+    ``pipelines.lakehouse.tables.read_table``."""
     current_s, current_rows = _timed(lambda: read_table(root, "replica_assignments"))
     as_of = (f"cluster_id = '{CLUSTER}' AND valid_from_offset <= {BOOT_OFFSET} AND (valid_to_offset IS NULL OR "
              f"valid_to_offset > {BOOT_OFFSET})")

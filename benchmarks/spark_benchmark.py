@@ -1,12 +1,12 @@
 """End-to-end benchmark of the Spark job against the pure model.
 
-Generates a large synthetic JBOD cluster log (``pipelines.synthetic``: brokers with several disks, topics, ISR churn,
+Generates a large JBOD cluster log (``jbod_model.simulator.churn``: brokers with several disks, topics, ISR churn,
 disk failures, fencing, reassignments, deletions, transactions and mostly NoOps), writes it as a node's metadata log
 dir, then measures:
 
 1. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
-2. the Spark job (``pipelines.job.run_job``, local[2], deltalake tables) on the same log, from an empty checkpoint —
-   throughput in entries/s and the ratio to the pure model;
+2. the Spark job (``pipelines.streaming.job.run_job``, local[2], deltalake tables) on the same log, from an empty
+   checkpoint — throughput in entries/s and the ratio to the pure model;
 3. an incremental run after appending 1 % more records to the log (same checkpoint): what a scheduled job pays per
    run once the cluster is loaded.
 
@@ -27,11 +27,12 @@ from typing import Any
 
 from jbod_model.image_json import image_to_json
 from jbod_model.replay import Replayer
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_metadata_dir
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
-from pipelines.job import run_job, spark_session
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
-from pipelines.tables import as_of_image
+from pipelines.lakehouse.tables import as_of_image
+from pipelines.streaming.job import run_job, spark_session
 
 
 def _pure_replay(node: Path) -> tuple[float, dict[str, Any]]:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="Print the results as JSON only.")
     args = parser.parse_args(argv)
 
-    spec = SyntheticSpec(brokers=args.brokers, dirs_per_broker=3, topics=args.topics,
+    spec = ChurnSpec(brokers=args.brokers, dirs_per_broker=3, topics=args.topics,
                          partitions_per_topic=args.partitions_per_topic, replication_factor=3,
                          operations=args.operations, noop_share=args.noop_share, seed=2024)
     work = args.out or Path(tempfile.mkdtemp(prefix="kraft-jbod-bench-"))
@@ -64,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work / "checkpoint", ignore_errors=True)
 
     started = time.perf_counter()
-    base = generate(spec)
+    base = churn_log(spec)
     # The generator is deterministic: more operations extend the same log, so the extra 1 % continues it.
-    extended = generate(replace(spec, operations=int(spec.operations * 1.01) + 1))
+    extended = churn_log(replace(spec, operations=int(spec.operations * 1.01) + 1))
     assert [e.offset for e in extended[: len(base)]] == [e.offset for e in base]
     extra = list(extended[len(base):])
     while extra and extra[0].batch_base_offset is not None and extra[0].batch_base_offset < len(base):

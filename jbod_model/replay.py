@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from jbod_model.errors import InputError, ReplayFault
+from jbod_model.gaps import absorb as absorb_gap_consequence
 from jbod_model.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -157,11 +158,15 @@ class MetadataDelta:
     # -- replay ----------------------------------------------------------------------------------------------
 
     def replay(self, record: Record, offset: int | None = None) -> None:
-        """Apply one record to the delta (``MetadataDelta.replay``). Raises ReplayFault with the offset set."""
+        """Apply one record to the delta (``MetadataDelta.replay``). Raises ReplayFault with the offset set —
+        unless the fault is a consequence of a range skipped under policy ``skip`` (:mod:`jbod_model.gaps`): then
+        the record is left out (it changed nothing) and provenance moves past it."""
         try:
             self._replay(record)
         except ReplayFault as fault:
-            raise fault.located(offset=offset) from None
+            located = fault.located(offset=offset)
+            if not absorb_gap_consequence(located):
+                raise located from None
         if offset is not None:
             self._last_offset = offset
 
@@ -428,11 +433,17 @@ class TransactionBuffer:
         """Take one entry; return what it settles, or None while a transaction stays open."""
         record = entry.record
         if isinstance(record, BeginTransactionRecord):
+            dropped: tuple[LogEntry, ...] = ()
             if self._open:
-                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
-                                  offset=entry.offset, source=entry.source)
+                fault = ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
+                                    offset=entry.offset, source=entry.source)
+                # Under policy skip the open transaction's end may have been in a skipped range: its outcome is
+                # unknown, so its records are dropped (as an abort would) and the new transaction begins.
+                if not absorb_gap_consequence(fault, self._pending[1:]):
+                    raise fault
+                dropped = self.drop()
             self._open, self._pending = True, [entry]
-            return None
+            return Settled((), aborted=dropped) if dropped else None
         if self._open:
             self._pending.append(entry)
             if isinstance(record, EndTransactionRecord):
@@ -441,8 +452,12 @@ class TransactionBuffer:
                 return Settled((entry,), aborted=self.drop()[:-1])
             return None
         if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
-            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
-                              offset=entry.offset, source=entry.source)
+            fault = ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
+                                offset=entry.offset, source=entry.source)
+            # Its BeginTransactionRecord may have been in a skipped range (policy skip): the records since were
+            # replayed as they came; the end itself changes nothing.
+            if not absorb_gap_consequence(fault):
+                raise fault
         return Settled((entry,))
 
     def drop(self) -> tuple[LogEntry, ...]:

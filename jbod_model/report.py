@@ -107,7 +107,7 @@ class DirectoryPaths:
     """Directory id → location: the join between the metadata's Uuids and the operators' paths.
 
     Build it from ``jbod dirs`` rows (:meth:`from_inventory`), or from the ``dir_inventory`` table, whose rows are
-    the same (``pipelines.tables.directory_paths``). An id found at two locations (a copied disk image, a
+    the same (``pipelines.lakehouse.tables.directory_paths``). An id found at two locations (a copied disk image, a
     mislabelled backup) keeps the first by (node, path) and is listed in ``conflicts``; the inventory's own findings
     already flag it as an error.
     """

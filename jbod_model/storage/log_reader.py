@@ -189,9 +189,12 @@ class SkippedRegion:
     reason: str
     #: The baseOffset of the skipped batch when its header could be read and trusted.
     base_offset: int | None = None
+    #: The line (1-based) of a skipped line of text (canonical JSONL).
+    line: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.source}: skipped {self.length} byte(s) at byte {self.position}: {self.reason}"
+        at = f"line {self.line} (byte {self.position})" if self.line is not None else f"byte {self.position}"
+        return f"{self.source}: skipped {self.length} byte(s) at {at}: {self.reason}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,173 @@
+"""``jbod report``: what is broken now, on which disk (by path), since when, and what happened — in the terminal,
+as JSON (docs/report-json.md) or as one self-contained HTML page.
+
+The data is loaded by :mod:`pipelines.report.load` (INPUT replayed, or the Spark job's tables), the report built by
+:func:`jbod_model.report.build_report` and drawn by :mod:`pipelines.report.render`; this module parses the options
+and says where things went. :func:`register` adds the command to the ``jbod`` app. The renderers are imported when
+the command runs: they pull in matplotlib and jinja2, which no other command needs at start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jbod_model.errors import InputError
+from jbod_model.gaps import with_consequences
+from jbod_model.records.json_codec import dumps
+from jbod_model.report import DirectoryPaths, JbodReport, build_report
+from jbod_model.stream import StreamEntry
+from pipelines.cli import shared
+from pipelines.cli.shared import check_source
+from pipelines.report.load import directory_paths_for, load_from_inputs, load_from_tables, load_paths
+
+
+def _write_html(path: Path, html: str) -> None:
+    try:
+        path.write_text(html, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write the HTML report to {path}: {e.strerror or e}") from None
+
+
+def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | None, *, html: Path | None,
+                  as_json: bool) -> None:
+    """``--all-clusters``: every cluster's report (a cluster with nothing by ``--as-of`` is left out, and said so)."""
+    from pipelines.lakehouse.tables import clusters  # noqa: PLC0415
+    from pipelines.report.render import (  # noqa: PLC0415
+        fleet_rows,
+        render_fleet_html,
+        render_html,
+        render_terminal,
+        report_to_json,
+    )
+
+    reports: dict[str, JbodReport] = {}
+    skipped: list[str] = []
+    for cid in clusters(tables):
+        try:
+            data, _ = load_from_tables(tables, cid, None, as_of)
+        except InputError as e:
+            skipped.append(str(e))
+            continue
+        for line in data.skipped:
+            shared.console(stderr=True).print(f"[yellow]cluster {cid}:[/] {line}", highlight=False)
+        reports[cid] = build_report(data.image, paths=directory_paths_for(tables, cid, explicit), history=data.history)
+    for line in skipped:
+        shared.console(stderr=True).print(f"[yellow]not reported:[/] {line}", highlight=False)
+    if not reports:
+        raise InputError(f"no cluster of {tables} has anything to report")
+    rows = fleet_rows(reports)
+    if html is not None:
+        try:
+            html.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--html with --all-clusters names a directory; cannot create {html}: "
+                             f"{e.strerror or e}") from None
+        for row in rows:
+            _write_html(html / row.page, render_html(row.report, title=f"kraft-jbod report · cluster {row.cluster}"))
+        _write_html(html / "index.html", render_fleet_html(rows, skipped=skipped, as_of=as_of))
+        shared.console(stderr=True).print(f"wrote {html / 'index.html'} and {len(rows)} cluster pages", highlight=False)
+    if as_json:
+        print(dumps({"clusters": [{"clusterId": r.cluster, "report": report_to_json(r.report)} for r in rows],
+                     "notReported": skipped}))
+        return
+    for row in rows:
+        shared.console().rule(f"cluster {row.cluster}")
+        render_terminal(row.report, shared.console(), shared.table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` to ``app``."""
+
+    @app.command("report")
+    def report(
+        inputs: Annotated[list[Path] | None, typer.Argument(
+            help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
+                 "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL. Not with "
+                 "--tables.", show_default=False)] = None,
+        until_offset: Annotated[int | None, typer.Option(
+            "--until-offset", help="Report as of offset N: replay only records with offset < N.")] = None,
+        tables: Annotated[Path | None, typer.Option(
+            "--tables", help="Read the log from the Spark job's Delta tables (the records table) instead of "
+                             "INPUT; disks are named from its dir_inventory table.", show_default=False)] = None,
+        cluster: Annotated[str | None, typer.Option(
+            "--cluster", help="With --tables: the cluster (optional when the tables hold one).",
+            show_default=False)] = None,
+        as_of_offset: Annotated[int | None, typer.Option(
+            "--as-of-offset", help="With --tables: report as of offset N (records with offset <= N); default: the "
+                                   "latest.", show_default=False)] = None,
+        as_of: Annotated[str | None, typer.Option(
+            "--as-of", help="With --tables: report as of a time (ISO 8601, UTC unless it says otherwise): the last "
+                            "offset whose batch was appended by then.", metavar="TIME", show_default=False)] = None,
+        all_clusters: Annotated[bool, typer.Option(
+            "--all-clusters", help="With --tables: one report per cluster, worst first (a fleet); with --html DIR, "
+                                   "one page per cluster and an index.html ranking them.")] = False,
+        dirs: Annotated[list[Path] | None, typer.Option(
+            "--dirs", help="meta.properties files, log dirs or folders holding them, to name disks by path "
+                           "(repeat for several; with --tables they win over dir_inventory).",
+            show_default=False)] = None,
+        as_root: Annotated[bool, typer.Option(
+            "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root: name disks by their "
+                              "path on the broker (/collected/b3/mnt/d2 under /collected/b3 is /mnt/d2).")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="The report as JSON (docs/report-json.md).")] = False,
+        html: Annotated[Path | None, typer.Option(
+            "--html", help="Also write a self-contained HTML report (plots and tables) to FILE.", metavar="FILE",
+            show_default=False)] = None,
+        full_log: Annotated[bool, typer.Option(
+            "--full-log", help="For a metadata dir: replay the whole log instead of the latest snapshot plus the "
+                               "log after it (a longer history).")] = False,
+        policy: Annotated[str, typer.Option(
+            "--policy", help="On undecodable input: 'fail', or 'skip' it and report what was skipped.")] = "fail",
+    ) -> None:
+        """Report offline replicas by disk, leaderless and under-min-ISR partitions, pending placements, per-disk
+        replica and leader counts, and the incident timeline (directory failures, fencing, and what followed).
+
+        Replays INPUT (requests in a JSONL input are run through the reference controller), or the Spark job's
+        tables with [bold]--tables[/]. With [bold]--dirs[/] (or a loaded dir_inventory table) every directory is
+        named by broker and path, e.g. [italic]broker 3 /mnt/d2 (P2aL9r4s…)[/].
+        """
+        # Imported here: the renderers pull in matplotlib and jinja2, which only this command needs (not every
+        # `jbod` start).
+        from pipelines.report.render import render_html, render_terminal, report_to_json  # noqa: PLC0415
+
+        with shared.fail():
+            if policy not in ("fail", "skip"):
+                raise InputError(f"--policy must be 'fail' or 'skip', not {policy!r}")
+            check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
+                                                      "--as-of": as_of},
+                         input_only={"--until-offset": until_offset, "--full-log": full_log,
+                                     "--policy": None if policy == "fail" else policy})
+            explicit, inv = load_paths(dirs, as_root=as_root)
+            if all_clusters:
+                if tables is None or cluster is not None or as_of_offset is not None:
+                    raise InputError("--all-clusters reports every cluster of --tables: not with INPUT, --cluster "
+                                     "or --as-of-offset (offsets are per cluster; --as-of TIME works for all)")
+                _fleet_report(tables, as_of, explicit, html=html, as_json=as_json)
+                return
+            cid: str | None = None
+            def track(entries: Iterable[StreamEntry]) -> Iterable[StreamEntry]:
+                return shared.tracked(entries, "decoding and replaying")
+
+            if tables is not None:
+                data, cid = load_from_tables(tables, cluster, as_of_offset, as_of, track=track)
+            else:
+                data = load_from_inputs(inputs or [], until_offset=until_offset,
+                                        policy="fail" if policy == "fail" else "skip", full_log=full_log,
+                                        track=track)
+            paths = directory_paths_for(tables, cid, explicit)
+            shared.report_skipped(data.skipped)
+            for finding in inv.all_findings if inv is not None else ():
+                shared.console(stderr=True).print(f"[yellow]{finding.severity}[/] {finding.path}: {finding.message}",
+                                            highlight=False)
+            result = build_report(data.image, paths=paths, history=data.history)
+            if html is not None:
+                _write_html(html, render_html(result))
+                shared.console(stderr=True).print(f"wrote {html}", highlight=False)
+            if as_json:
+                doc = report_to_json(result)
+                print(dumps(doc if data.consequences is None else with_consequences(doc, data.consequences)))
+            else:
+                render_terminal(result, shared.console(), shared.table)

@@ -1,0 +1,164 @@
+"""What every ``jbod`` command shares: the console, the one mapping of errors to exit codes (:func:`fail`), terminal
+tables, live progress, the option types several commands take, and the INPUT-or-``--tables`` checks.
+
+Command modules import this module; it imports no command module and never the app (``pipelines.cli.main``), so
+the package has no import circle (import-linter's ``pipelines.cli`` layers contract). Exit codes: 2 bad input or
+usage, 3 undecodable bytes or text, 4 a record that cannot be replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from jbod_model.controller.context import ControllerConfig
+from jbod_model.controller.controller import ReferenceController
+from jbod_model.errors import DecodeError, InputError, JbodError, ReplayFault
+from jbod_model.meta_properties import DirInventory
+from jbod_model.sources import LoadedInput
+from jbod_model.storage.log_reader import ReadPolicy
+from jbod_model.stream import StreamEntry, StreamRunner
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console for one use: built per use so the terminal width (COLUMNS) is read when printing, not at import."""
+    return Console(stderr=stderr, soft_wrap=True)
+
+
+EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4
+
+InputsArg = Annotated[list[Path], typer.Argument(
+    help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
+         "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL.", show_default=False)]
+PolicyOpt = Annotated[str, typer.Option("--policy", help="On undecodable input: 'fail', or 'skip' it and report "
+                                                         "what was skipped (every good record is kept).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
+AsOfOpt = Annotated[str | None, typer.Option(
+    "--as-of", help="With --tables: as of a time (ISO 8601, UTC unless it says otherwise): the last offset whose "
+                    "batch was appended by then.", metavar="TIME", show_default=False)]
+
+
+def policy(value: str) -> ReadPolicy:
+    """``--policy``'s value as a read policy; anything but ``fail`` or ``skip`` is an input error."""
+    if value not in ("fail", "skip"):
+        raise InputError(f"--policy must be 'fail' or 'skip', not {value!r}")
+    return "fail" if value == "fail" else "skip"
+
+
+@contextmanager
+def fail() -> Iterator[None]:
+    """The one place that turns model errors into messages and exit codes."""
+    try:
+        yield
+    except ReplayFault as e:
+        console(stderr=True).print(f"[bold red]replay fault:[/] {escape(str(e))}", highlight=False)
+        raise typer.Exit(EXIT_REPLAY) from None
+    except DecodeError as e:
+        console(stderr=True).print(f"[bold red]cannot decode:[/] {escape(str(e))}", highlight=False)
+        raise typer.Exit(EXIT_DECODE) from None
+    except (InputError, JbodError) as e:
+        console(stderr=True).print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        raise typer.Exit(EXIT_INPUT) from None
+
+
+def tracked(entries: Iterable[StreamEntry], what: str) -> Iterator[StreamEntry]:
+    """Entries as they are read, with a live count on a terminal's stderr (decode and replay of a large log take
+    minutes; a silent terminal looks hung). Nothing is drawn when stderr is not a terminal, so pipes stay clean."""
+    out = console(stderr=True)
+    if not out.is_terminal:
+        yield from entries
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} entries"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=out, transient=True) as progress:
+        task = progress.add_task(what, total=None)
+        for i, entry in enumerate(entries, start=1):
+            if i % 1024 == 0:
+                progress.update(task, completed=i)
+            yield entry
+
+
+@contextmanager
+def batch_progress() -> Iterator[Callable[[Any], None]]:
+    """A callback for the Spark job's micro-batches (:class:`pipelines.streaming.job.BatchStats`): a live line on a
+    terminal's stderr, else one line per batch on stderr (a scheduled job's log shows how far a long replay got)."""
+    out = console(stderr=True)
+    done = {"batches": 0, "rows": 0}
+
+    def line(stats: Any) -> str:
+        done["batches"] += 1
+        done["rows"] += stats.rows
+        return (f"micro-batch {stats.batch_id}: {stats.rows:,} rows in {stats.seconds:.1f} s "
+                f"(replay {stats.compute_seconds:.1f} s, Delta writes {stats.seconds - stats.compute_seconds:.1f} s); "
+                f"{done['batches']} batches, {done['rows']:,} rows so far")
+
+    if not out.is_terminal:
+        yield lambda stats: out.print(line(stats), highlight=False)
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=out, transient=True) as progress:
+        task = progress.add_task("replaying on Spark: waiting for the first micro-batch", total=None)
+        yield lambda stats: progress.update(task, description=line(stats))
+
+
+def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
+    """A stream runner whose controller starts from the input's base image (a snapshot, or empty)."""
+    return StreamRunner(ReferenceController(loaded.base_image, ControllerConfig(cluster_id=cluster_id)))
+
+
+def report_skips(loaded: LoadedInput) -> None:
+    """Say on stderr what the input readers skipped under ``--policy skip`` (and the records left out because of
+    it)."""
+    report_skipped(loaded.skipped())
+
+
+def report_skipped(lines: Iterable[str]) -> None:
+    """``skipped:`` lines on stderr. Escaped: a message quotes input (file names, JSON) rich would take for markup."""
+    for line in lines:
+        console(stderr=True).print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
+
+
+def table(title: str, *columns: str) -> Table:
+    """A table whose cells wrap rather than truncate: a directory id cut to 'AAAA…' is useless to an operator."""
+    out = Table(title=title, title_justify="left")
+    for col in columns:
+        out.add_column(col, overflow="fold")
+    return out
+
+
+def check_source(inputs: list[Path] | None, tables: Path | None, *, tables_only: dict[str, object],
+                 input_only: dict[str, object]) -> None:
+    """INPUT or ``--tables``, exactly one, and the options that go with the one given (the others are errors,
+    not silently ignored)."""
+    if tables is not None and inputs:
+        raise InputError("give INPUT or --tables, not both")
+    if tables is None and not inputs:
+        raise InputError("give INPUT (a metadata dir, segment, snapshot, dump text or JSONL) or --tables DIR")
+    given, other = ("--tables", "INPUT") if tables is not None else ("INPUT", "--tables")
+    wrong = [name for name, value in (input_only if tables is not None else tables_only).items()
+             if value not in (None, False)]
+    if wrong:
+        hints = {"--until-offset": " (with --tables: --as-of-offset N, the records with offset <= N)",
+                 "--as-of-offset": " (with INPUT: --until-offset N+1)"}
+        raise InputError(f"{', '.join(wrong)} {'goes' if len(wrong) == 1 else 'go'} with {other}, not with "
+                         f"{given}{''.join(hints.get(w, '') for w in wrong)}")
+
+
+def load_inventory(tables: Path, inv: DirInventory, cluster_id: str | None) -> None:
+    """Load ``inv`` into ``dir_inventory`` and say so on stderr (stdout may be JSON)."""
+    from pipelines.lakehouse.tables import DIR_INVENTORY, load_dir_inventory  # noqa: PLC0415 - pyarrow/deltalake
+
+    if not inv.rows:
+        raise InputError("no meta.properties found: nothing to load into the dir_inventory table")
+    loaded = load_dir_inventory(tables, inv, cluster_id=cluster_id)
+    for cid, n in loaded.items():
+        console(stderr=True).print(f"Loaded {n} directories of cluster {cid} into {tables / DIR_INVENTORY}.",
+                                   highlight=False)

@@ -1,0 +1,39 @@
+"""The spark-submit command line for a job of ``jobs.yaml`` (``jbod jobs spark-submit NAME``): :func:`spark_submit_argv`
+runs the job through :data:`SUBMIT_SCRIPT`, the ``jbod`` command line as a file (``pipelines/cli/__main__.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The file spark-submit runs: every ``jbod`` command works through it.
+SUBMIT_SCRIPT = Path(__file__).resolve().with_name("__main__.py")
+
+
+def spark_submit_path() -> str:
+    """``spark-submit`` on the PATH, else the one inside the pyspark package."""
+    found = shutil.which("spark-submit")
+    if found is not None:
+        return found
+    import pyspark  # noqa: PLC0415 - only to locate its bin/ folder
+
+    return str(Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit")
+
+
+def spark_submit_argv(name: str, *, jobs_file: Path, master: str, conf: Mapping[str, str],
+                      spark_submit: str | None = None, python: str = sys.executable) -> list[str]:
+    """The command line that runs job ``name`` (and its dependencies) under spark-submit: the master of the job's
+    profile, the driver memory and Python interpreter spark-submit must set when it starts the driver,
+    then ``jobs run NAME`` through :data:`SUBMIT_SCRIPT`. The profile's other ``spark.*`` settings need no flag:
+    the job adds every one spark-submit leaves unset."""
+    from pipelines.streaming.job import DEFAULT_CONF  # noqa: PLC0415 - Spark loads only for this
+
+    # Only settings that must exist when the driver JVM starts: the job's default memory if the profile has none.
+    memory = conf.get("spark.driver.memory", DEFAULT_CONF["spark.driver.memory"])
+    return [spark_submit or spark_submit_path(), "--master", master, "--name", f"kraft-jbod-{name}",
+            "--driver-memory", memory, "--conf", f"spark.pyspark.python={python}",
+            "--conf", f"spark.pyspark.driver.python={python}",
+            str(SUBMIT_SCRIPT), "jobs", "run", name, "--file", str(jobs_file)]

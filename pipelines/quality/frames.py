@@ -1,0 +1,177 @@
+"""What every suite's frame builders share: the :class:`Frame` a suite's expectations validate, the model objects
+rebuilt from the current tables (:class:`Model`), the per-cluster build context (:class:`Build`) and the small
+conversions of table cells (nullable ints, lists, directory ids)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from jbod_model import invariants as inv
+from jbod_model.errors import JbodError
+from jbod_model.image import BrokerRegistration, ClusterImage, PartitionRegistration
+from jbod_model.metadata_version import FEATURE_NAME, UNSET, MetadataVersion
+from jbod_model.records.metadata import (
+    Record,
+)
+from jbod_model.uuid import Uuid
+from pipelines.config.profiles import QualitySettings
+from pipelines.lakehouse.tables import record_from_row
+from pipelines.quality.expectations import column_of
+from pipelines.quality.inputs import ExternalInputs, TableSet
+
+
+class Uuids:
+    """Directory ids parsed once (a cluster has few distinct directories and millions of replica rows)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Uuid | None] = {}
+
+    def get(self, text: Any) -> Uuid | None:
+        if text is None or (isinstance(text, float) and math.isnan(text)):
+            return None
+        key = str(text)
+        if key not in self._cache:
+            try:
+                self._cache[key] = Uuid.from_string(key)
+            except (JbodError, ValueError):
+                self._cache[key] = None
+        return self._cache[key]
+
+
+def as_ints(values: Any) -> tuple[int, ...]:
+    if values is None or (isinstance(values, float) and math.isnan(values)):
+        return ()
+    return tuple(int(v) for v in values)
+
+
+def as_texts(values: Any) -> list[str]:
+    if values is None or (isinstance(values, float) and math.isnan(values)):
+        return []
+    return [str(v) for v in values]
+
+
+def optional_int(value: Any) -> int | None:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value)
+
+
+def make_frame(rows: list[dict[str, Any]], columns: Mapping[str, str], checks: Sequence[str] = ()) -> pd.DataFrame:
+    """A frame with fixed nullable dtypes (``Int64``, ``boolean``, ``string``, ``object``): an empty frame still has
+    typed columns, and nulls stay nulls on the way to Spark. ``checks`` names the predicate expectations whose
+    boolean columns (:func:`column_of`) the rows carry."""
+    columns = {**columns, **{column_of(name): "boolean" for name in checks}}
+    data = {name: pd.Series([r.get(name) for r in rows], dtype=dtype) for name, dtype in columns.items()}
+    frame = pd.DataFrame(data)
+    frame.insert(0, "row", pd.Series(range(len(frame)), dtype="Int64"))
+    return frame
+
+
+@dataclass(slots=True)
+class Frame:
+    """What one GX batch validates: ``data`` (flat, typed columns), the ``keys`` that identify an offending row in
+    a sample (``row`` and ``offset`` first), and ``context`` columns only the sample shows (lists …). ``skip`` is
+    a reason the frame could not be built: its expectations are reported skipped."""
+
+    name: str
+    data: pd.DataFrame
+    keys: tuple[str, ...]
+    context: tuple[str, ...] = ()
+    skip: str | None = None
+    #: What the frame covered when its rows alone do not say (the log suite's rows are only violations).
+    note: str | None = None
+
+    def gx_data(self) -> pd.DataFrame:
+        return self.data[[c for c in self.data.columns if c not in self.context]]
+
+
+@dataclass(slots=True)
+class Model:
+    """Model objects for the current tables: brokers, partitions and the metadata.version, plus the clock."""
+
+    mv: MetadataVersion
+    cluster: ClusterImage
+    #: (topic id text, partition id) → registration; None when its arrays cannot form one (I1 or bad ids).
+    partitions: dict[tuple[str, int], PartitionRegistration | None]
+    uuids: Uuids
+    now_offset: int
+    now_ms: int | None
+
+
+def _broker_registration(row: Any, uuids: Uuids) -> BrokerRegistration:
+    dirs = [uuids.get(d) for d in as_texts(row.log_dirs)]
+    return BrokerRegistration(id=int(row.broker_id), epoch=int(row.broker_epoch),
+                              incarnation_id=uuids.get(row.incarnation_id) or Uuid(0, 0), fenced=bool(row.fenced),
+                              in_controlled_shutdown=bool(row.in_controlled_shutdown),
+                              is_migrating_zk_broker=bool(row.is_migrating_zk_broker),
+                              directories=tuple(d for d in dirs if d is not None))
+
+
+def partition_registration(row: Any, uuids: Uuids, directories: bool) -> PartitionRegistration:
+    """The registration of a ``partitions`` row; with ``directories`` False its directories are left empty (the
+    constructor refuses a mismatched array; I1 reports those rows)."""
+    dirs = tuple(uuids.get(d) for d in as_texts(row.directories)) if directories else ()
+    return PartitionRegistration(
+        replicas=as_ints(row.replicas), directories=tuple(d for d in dirs if d is not None), isr=as_ints(row.isr),
+        removing_replicas=as_ints(row.removing_replicas), adding_replicas=as_ints(row.adding_replicas),
+        elr=as_ints(row.eligible_leader_replicas), last_known_elr=as_ints(row.last_known_elr), leader=int(row.leader),
+        leader_recovery_state=int(row.leader_recovery_state), leader_epoch=int(row.leader_epoch),
+        partition_epoch=int(row.partition_epoch))
+
+
+def _current_mv(features: pd.DataFrame) -> MetadataVersion:
+    rows = features[features["name"] == FEATURE_NAME]
+    return UNSET if rows.empty else MetadataVersion(int(rows["level"].iloc[0]))
+
+
+def _model(tables: TableSet) -> Model:
+    uuids = Uuids()
+    brokers = {int(r.broker_id): _broker_registration(r, uuids) for r in tables.table("brokers").itertuples()}
+    partitions: dict[tuple[str, int], PartitionRegistration | None] = {}
+    for r in tables.table("partitions").itertuples():
+        texts = as_texts(r.directories)
+        usable = (inv.directories_length_ok(as_ints(r.replicas), texts)
+                  and all(uuids.get(d) is not None for d in texts))
+        partitions[(str(r.topic_id), int(r.partition_id))] = (partition_registration(r, uuids, True) if usable
+                                                              else None)
+    now_offset, now_ms = tables.clock()
+    return Model(mv=_current_mv(tables.table("features")), cluster=ClusterImage(brokers=brokers),
+                  partitions=partitions, uuids=uuids, now_offset=now_offset, now_ms=now_ms)
+
+
+@dataclass(slots=True)
+class Build:
+    """What frame builders share for one cluster: the tables, the settings, the external inputs, and the model
+    objects (built once, on first use)."""
+
+    tables: TableSet
+    settings: QualitySettings
+    inputs: ExternalInputs
+    _model: Model | None = None
+    _decoded: dict[tuple[int, int | None], Record] = field(default_factory=dict)
+
+    @property
+    def model(self) -> Model:
+        if self._model is None:
+            self._model = _model(self.tables)
+        return self._model
+
+    def record(self, row: Any) -> Record | None:
+        """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should)."""
+        # A snapshot's records all carry the snapshot's offset: its index tells them apart.
+        key = (int(row.offset), optional_int(getattr(row, "snapshot_index", None)))
+        if key not in self._decoded:
+            try:
+                self._decoded[key] = record_from_row(row.type, int(row.version), row.data,
+                                                     getattr(row, "payload", None))
+            except (JbodError, ValueError, TypeError):
+                return None
+        return self._decoded[key]
+
+
+FrameBuilder = Callable[[Build], Frame]

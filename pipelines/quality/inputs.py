@@ -1,0 +1,106 @@
+"""What the checks read: one cluster's tables through their Delta logs (:class:`TableSet`) and what comes from
+outside the log (:class:`ExternalInputs`: meta.properties files, broker configs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from jbod_model.errors import InputError
+from pipelines.lakehouse.tables import read_table
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalInputs:
+    """What I22/I24 need besides the tables: meta.properties files or folders (``--dirs``) and broker configs
+    (``server.properties``, ``--broker-config``)."""
+
+    dirs: tuple[Path, ...] = ()
+    broker_configs: tuple[Path, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.dirs and not self.broker_configs
+
+
+class TableSet:
+    """One cluster's tables as pandas DataFrames, read lazily (once) through their Delta logs — or given directly,
+    for tests that inject violations (:meth:`with_tables`)."""
+
+    def __init__(self, cluster_id: str, tables_dir: str | Path | None = None,
+                 frames: Mapping[str, pd.DataFrame] | None = None) -> None:
+        self.cluster_id = cluster_id
+        self.tables_dir = None if tables_dir is None else Path(tables_dir)
+        self._frames: dict[str, pd.DataFrame] = dict(frames or {})
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The cluster's rows of ``name``. Read lazily, ``records`` leaves out its NoOpRecords (> 95 % of a real log;
+        no rule reads them — only :meth:`clock` needs them, and reads its own columns); :meth:`load_all` keeps
+        them."""
+        if name not in self._frames:
+            if self.tables_dir is None:
+                raise InputError(f"table {name} was not given")
+            filters: list[tuple[str, str, Any]] = [("cluster_id", "=", self.cluster_id)]
+            if name == "records":
+                filters.append(("type", "<>", "NO_OP_RECORD"))
+            self._frames[name] = read_delta(self.tables_dir / name, filters).to_pandas()
+        return self._frames[name]
+
+    def clock(self) -> tuple[int, int | None]:
+        """The cluster's "now": the last offset that took effect, and its append time in ms (None without times).
+        The I9/I12 thresholds are measured against it, as the model's tracker measures them."""
+        if "records" in self._frames or self.tables_dir is None:
+            recs = self._frames.get("records", pd.DataFrame(columns=["offset", "applied_offset", "timestamp"]))
+        else:
+            recs = read_delta(self.tables_dir / "records", [("cluster_id", "=", self.cluster_id)],
+                               columns=["offset", "applied_offset", "timestamp"]).to_pandas()
+        applied = recs[recs["applied_offset"].notna()]
+        if applied.empty:
+            return -1, None
+        ms = to_ms(applied["timestamp"]).dropna()
+        return int(applied["offset"].max()), (int(ms.max()) if not ms.empty else None)
+
+    def with_tables(self, **tables: pd.DataFrame) -> TableSet:
+        """A copy with some tables replaced (every other table read as before)."""
+        return TableSet(self.cluster_id, self.tables_dir, {**self._frames, **tables})
+
+    def load_all(self, names: Sequence[str]) -> TableSet:
+        """Read ``names`` now, ``records`` whole (NoOps too, so the clock stays the log's after edits): for tests
+        that edit tables before checking them."""
+        for name in names:
+            if name == "records" and self.tables_dir is not None and name not in self._frames:
+                self._frames[name] = read_delta(self.tables_dir / name,
+                                                 [("cluster_id", "=", self.cluster_id)]).to_pandas()
+            self.table(name)
+        return self
+
+
+def read_delta(path: Path, filters: list[tuple[str, str, Any]], columns: list[str] | None = None) -> pa.Table:
+    """Live rows of a Delta table, through its log (delta-rs' SQL engine), with the table's own Arrow types
+    (``pipelines.lakehouse.tables.read_table``: plain strings, which pandas and pyarrow's kernels take)."""
+    where = " AND ".join(f'"{col}" {op} {_sql_literal(value)}' for col, op, value in filters)
+    return read_table(path.parent, path.name, where or None, columns)
+
+
+def _sql_literal(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(int(value))
+
+
+def to_micros(series: pd.Series) -> pd.Series:
+    """Timestamps as integer microseconds since the epoch (nullable)."""
+    if series.empty:
+        return pd.Series([], dtype="Int64", index=series.index)
+    stamps = pd.to_datetime(series, utc=True)
+    return ((stamps - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)).astype("Int64")
+
+
+def to_ms(series: pd.Series) -> pd.Series:
+    """Table times (µs timestamps: ``records.timestamp``, the history and current tables' times) in ms."""
+    return to_micros(series) // 1000

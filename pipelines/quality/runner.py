@@ -1,0 +1,97 @@
+"""Running checks: every suite over one cluster (:func:`check_cluster`) or over every cluster of a tables directory
+(:func:`run_checks`, what ``jbod check`` calls), results appended to ``dq_results``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jbod_model import invariants as inv
+from jbod_model.errors import InputError
+from pipelines.config.profiles import SUITE_NAMES, QualitySettings
+from pipelines.lakehouse.tables import clusters
+from pipelines.quality.expectations import Check
+from pipelines.quality.gx import ENGINES, GxRunner, to_result
+from pipelines.quality.inputs import ExternalInputs, TableSet
+from pipelines.quality.results import CheckResult, QualityRun, write_results
+from pipelines.quality.suites import SKIPS, build_frames, checks_for
+
+#: Under the tables directory: the GX project (``gx/``) and the data docs site (``data_docs/``).
+DQ_DIR = "_dq"
+
+
+def _run_name(run_id: str, cluster_id: str) -> str:
+    """GX's name for one cluster's validations in a run (its file store refuses path separators in keys)."""
+    safe = cluster_id.replace("/", "_").replace("\\", "_")
+    return f"{safe}@{run_id}"
+
+
+def check_cluster(tables: TableSet, runner: GxRunner, *, suites: Sequence[str] = SUITE_NAMES,
+                  settings: QualitySettings | None = None, inputs: ExternalInputs = ExternalInputs(),
+                  run_name: str | None = None, run_time: datetime | None = None) -> list[CheckResult]:
+    """Every expectation of ``suites`` on one cluster's tables, in :data:`CHECKS` order, then the skips."""
+    settings = settings or QualitySettings()
+    checks = checks_for(suites)
+    run_time = run_time or datetime.now(UTC)
+    run_name = run_name or _run_name(uuid.uuid4().hex, tables.cluster_id)
+    frames = build_frames(tables, checks, settings, inputs)
+    results: dict[str, CheckResult] = {}
+    groups: dict[tuple[str, str], list[Check]] = {}
+    for c in checks:
+        groups.setdefault((c.suite, c.frame), []).append(c)
+    for (suite, frame_name), group in groups.items():
+        frame = frames[frame_name]
+        if frame.skip is not None:
+            for c in group:
+                results[c.name] = CheckResult(tables.cluster_id, c.suite, c.name, c.invariant, c.severity_name,
+                                              "skipped", None, note=frame.skip)
+            continue
+        for c, gx_result in runner.validate(suite, frame, group, settings, run_name, run_time):
+            results[c.name] = to_result(tables.cluster_id, c, frame, gx_result, settings.sample_rows)
+    out = [results[c.name] for c in checks]
+    for s in SKIPS:
+        if s.suite in suites:
+            definition = inv.invariant(s.invariant)
+            out.append(CheckResult(tables.cluster_id, s.suite, s.name, s.invariant,
+                                   definition.severity.value.lower(), "skipped", None, note=s.reason))
+    return out
+
+
+def run_checks(tables_dir: str | Path, *, cluster: str | None = None, suites: Sequence[str] | None = None,
+               settings: QualitySettings | None = None, engine: str = "pandas",
+               inputs: ExternalInputs = ExternalInputs(), spark: Any = None, write: bool = True,
+               docs: bool = True) -> QualityRun:
+    """Check one cluster (or every cluster) of the tables under ``tables_dir``: run the suites (default: the
+    settings' ``suites``), append the results to ``dq_results`` (``write``) and build the data docs under
+    ``<tables>/_dq/data_docs`` (``docs``). ``spark`` is the session for ``engine="spark"`` (the caller owns it)."""
+    started = time.monotonic()
+    settings = settings or QualitySettings()
+    root = Path(tables_dir)
+    chosen = tuple(suites) if suites else tuple(settings.suites)
+    checks_for(chosen)  # unknown suite names fail before anything is read
+    if engine not in ENGINES:
+        raise InputError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "spark" and spark is None:
+        raise InputError("the spark engine needs a Spark session")
+    known = clusters(root)
+    if cluster is not None and cluster not in known:
+        raise InputError(f"cluster {cluster!r} is not in {root} (clusters: {', '.join(known) or 'none'})")
+    targets = [cluster] if cluster is not None else known
+    run = QualityRun(run_id=uuid.uuid4().hex, run_time=datetime.now(UTC).replace(microsecond=0),
+                     tables_dir=str(root), engine=engine, suites=chosen)
+    dq = root / DQ_DIR
+    runner = GxRunner(engine, project_dir=dq if docs else None, docs_dir=dq / "data_docs" if docs else None,
+                      spark=spark)
+    for cid in targets:
+        run.results += check_cluster(TableSet(cid, root), runner, suites=chosen, settings=settings, inputs=inputs,
+                                     run_name=_run_name(run.run_id, cid), run_time=run.run_time)
+    if docs:
+        run.data_docs = runner.build_docs()
+    if write:
+        run.results_table = write_results(root, run)
+    run.seconds = time.monotonic() - started
+    return run

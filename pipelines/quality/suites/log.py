@@ -1,0 +1,112 @@
+"""The ``log`` suite: the bronze records replayed through :class:`jbod_model.invariants.InvariantTracker`'s step
+checks, for the invariants that need a whole record batch (I10, I11, I16, I17, I19); I20 is skipped (it needs the
+snapshot files)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from jbod_model import invariants as inv
+from jbod_model.errors import ReplayFault
+from jbod_model.records.entry import LogEntry
+from jbod_model.replay import replay_entries
+from pipelines.quality.expectations import Check, Skip, expect_not_in
+from pipelines.quality.frames import (
+    Build,
+    Frame,
+    FrameBuilder,
+    make_frame,
+    optional_int,
+)
+from pipelines.quality.inputs import to_ms
+
+CHECKS: tuple[Check, ...] = (
+    expect_not_in("I10.replica_changes_carry_directories", "log", "log_violations", "invariant", "I10", "I10",
+                  "records: at ≥ 3.7-IV2 partition creations and replica-set changes carry Directories"),
+    expect_not_in("I11.single_directory_broker_placement", "log", "log_violations", "invariant", "I11", "I11",
+                  "records: a new replica on a single-directory broker goes to that directory"),
+    expect_not_in("I16.directory_failure_handled_in_batch", "log", "log_violations", "invariant", "I16", "I16",
+                  "records: a directory going offline demotes its replicas in the same batch"),
+    expect_not_in("I17.offline_assignment_demotes", "log", "log_violations", "invariant", "I17", "I17",
+                  "records: an assignment into an offline directory demotes the replica in the same batch"),
+    expect_not_in("I19.epochs_move_in_fixed_steps", "log", "log_violations", "invariant", "I19", "I19",
+                  "records: partition and leader epochs step by one; a new incarnation has a higher broker epoch"),
+)
+
+SKIPS: tuple[Skip, ...] = (
+    Skip("I20.snapshot_equals_replay", "log", "I20",
+         "the tables hold one replay; comparing a snapshot with the replay up to it needs the snapshot files "
+         "(tests/conformance checks the real samples)"),
+)
+
+#: Step-scope invariants only a whole record batch can decide; the log suite runs the model's step checks for these.
+LOG_INVARIANTS = ("I10", "I11", "I16", "I17", "I19")
+
+
+def _f_log_violations(b: Build) -> Frame:
+    """The bronze records through the model's step checks (``InvariantTracker``), batch by batch. A snapshot in the
+    records — the one the stream started from, or one it re-bootstrapped from after Kafka deleted segments it had
+    not read (``log_gaps``) — restarts the checks from the snapshot's image, as the job's replay restarted there."""
+    # Stable, with the snapshot's order: a snapshot's records share one offset, and replaying them out of order
+    # (a PartitionRecord before its TopicRecord) is a fault.
+    recs = b.tables.table("records").sort_values(["offset", "snapshot_index"], kind="stable")
+    # NoOps only fill batches of their own: no step check reads them.
+    recs = recs[recs["type"] != "NO_OP_RECORD"]
+    # Step checks only: the history (I12, I21, I9's warning) is the history suite's, from the history tables.
+    options: dict[str, Any] = {"image_checks": False, "history_checks": False}
+    tracker = inv.InvariantTracker(**options)
+    wanted = set(LOG_INVARIANTS)
+    found: list[inv.Violation] = []
+    note: str | None = None
+    checked = batches = snapshots = 0
+    started_from_snapshot = False
+    ms = to_ms(recs["timestamp"]) if not recs.empty else pd.Series([], dtype="Int64")
+
+    def group_key(item: tuple[Any, Any]) -> tuple[str, int]:
+        # A snapshot's records are one group; a record without a batch base offset (JSONL) is a batch of its own.
+        r = item[0]
+        if r.origin == "snapshot":
+            return "snapshot", int(r.offset)
+        base = optional_int(r.batch_base_offset)
+        return "log", int(r.offset) if base is None else base
+
+    try:
+        for (kind, _), group in itertools.groupby(zip(recs.itertuples(), ms, strict=True), key=group_key):
+            entries = [LogEntry(offset=int(r.offset), record=rec, batch_base_offset=optional_int(r.batch_base_offset),
+                                leader_epoch=optional_int(r.leader_epoch), timestamp=optional_int(stamp),
+                                source=r.source)
+                       for r, stamp in group if (rec := b.record(r)) is not None]
+            if kind == "snapshot":
+                tracker = inv.InvariantTracker(replay_entries(entries), **options)
+                started_from_snapshot = started_from_snapshot or (snapshots == 0 and batches == 0)
+                snapshots += 1
+            elif entries:
+                found += tracker.feed_batch(entries)
+                batches += 1
+                checked += len(entries)
+    except ReplayFault as fault:
+        # The job applied these records, so the model should too; if not, every result says where the check stopped.
+        note = f"; the step checks stopped there: {fault}"
+    rows = [{"invariant": v.invariant, "offset": v.offset, "topic_id": None if v.topic_id is None else str(v.topic_id),
+             "partition_id": v.partition_id, "broker_id": v.broker_id,
+             "directory": None if v.directory is None else str(v.directory), "message": v.message}
+            for v in found if v.invariant in wanted]
+    cols = {"invariant": "string", "offset": "Int64", "topic_id": "string", "partition_id": "Int64",
+            "broker_id": "Int64", "directory": "string", "message": "string"}
+    return Frame("log_violations", make_frame(rows, cols),
+                 ("row", "offset", "topic_id", "partition_id", "broker_id", "directory"), ("message",),
+                 note=f"{checked} records in {batches} batches re-checked by jbod_model's step checks"
+                      + (" (from the snapshot the replay started with)" if started_from_snapshot else "")
+                      + (f" (restarted at {restarts} re-bootstrap snapshot(s))"
+                         if (restarts := snapshots - started_from_snapshot) else "")
+                      + (note or ""))
+
+
+#: The frames this suite builds, by name.
+FRAMES: Mapping[str, FrameBuilder] = {
+    "log_violations": _f_log_violations,
+}

@@ -1,0 +1,194 @@
+"""The ``structural`` suite: per-row rules on the current ``partitions`` and ``brokers`` (I1, I2, I4, I5), directory
+ids unique across brokers (I6), per-record rules on the bronze ``records`` (I3, I9), and the breaches replay
+refuses outright (a ``replay_faults`` row: I1, I6, I7, or another fault). Its ``partitions`` frame also carries the
+``semantic`` suite's per-partition columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from jbod_model import invariants as inv
+from jbod_model.metadata_version import FEATURE_NAME, UNSET, MetadataVersion
+from jbod_model.records.metadata import (
+    BrokerRegistrationChangeRecord,
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+)
+from pipelines.quality.expectations import Check, Skip, expect_not_in, expect_true
+from pipelines.quality.frames import (
+    Build,
+    Frame,
+    FrameBuilder,
+    as_ints,
+    as_texts,
+    make_frame,
+    optional_int,
+    partition_registration,
+)
+
+CHECKS: tuple[Check, ...] = (
+    expect_true("I1.directories_match_replicas", "structural", "partitions", "I1",
+                "partitions: one directory per replica (directories_length_ok)"),
+    expect_not_in("I1.replay_refused", "structural", "replay_faults", "fault_class", "I1", "I1",
+                  "replay_faults: no record refused for a Directories/Replicas length mismatch"),
+    expect_true("I2.replicas_unique", "structural", "partitions", "I2",
+                "partitions: no broker twice in replicas (partition_replicas_unique)"),
+    expect_true("I2.isr_within_replicas", "structural", "partitions", "I2",
+                "partitions: ISR is a duplicate-free subset of replicas (partition_isr_subset_of_replicas)"),
+    expect_true("I3.no_directory_state_below_3_7_iv2", "structural", "records", "I3",
+                "records: below 3.7-IV2 no LogDirs and partition records v0 (record_free_of_directory_state)"),
+    expect_true("I4.partition_placeholders_defined", "structural", "partitions", "I4",
+                "partitions: reserved ids are MIGRATING/UNASSIGNED/LOST only (partition_placeholders_ok)"),
+    expect_true("I4.broker_directories_unreserved", "structural", "brokers", "I4",
+                "brokers: no reserved id among log_dirs (broker_directories_unreserved)"),
+    expect_true("I5.broker_directories_unique", "structural", "brokers", "I5",
+                "brokers: no directory twice in one registration (broker_directories_unique)"),
+    Check("I6.directory_owned_by_one_broker", "structural", "broker_directories", "directory", "unique", "I6",
+          "brokers: a directory id appears in one broker's log_dirs only"),
+    expect_not_in("I6.replay_refused", "structural", "replay_faults", "fault_class", "I6", "I6",
+                  "replay_faults: no registration refused for a directory already assigned to another broker"),
+    expect_not_in("I7.replay_refused", "structural", "replay_faults", "fault_class", "I7", "I7",
+                  "replay_faults: no broker record refused for an unknown broker or a wrong epoch"),
+    expect_true("I9.registration_lists_directories", "structural", "records", "I9",
+                "records: a RegisterBrokerRecord at ≥ 3.7-IV2 lists LogDirs (registration_has_directories)"),
+    expect_not_in("replay.no_other_fault", "structural", "replay_faults", "fault_class", "other", None,
+                  "replay_faults: the replay did not stop at any other record"),
+)
+
+SKIPS: tuple[Skip, ...] = ()
+
+_DIRECTORY_RECORDS = (RegisterBrokerRecord.TYPE_NAME, BrokerRegistrationChangeRecord.TYPE_NAME,
+                      PartitionRecord.TYPE_NAME, PartitionChangeRecord.TYPE_NAME)
+
+
+def _f_partitions(b: Build) -> Frame:
+    model = b.model
+    # A partition row's offset is when *it* last changed; a leader can become unacceptable later, when its broker
+    # changes (fenced, a disk gone): the sample also shows since when the leader's registration is as it is.
+    broker_since = {int(r.broker_id): optional_int(r.since_offset) for r in b.tables.table("brokers").itertuples()}
+    rows = []
+    for r in b.tables.table("partitions").itertuples():
+        key = (str(r.topic_id), int(r.partition_id))
+        part = model.partitions.get(key)
+        replicas, texts = as_ints(r.replicas), as_texts(r.directories)
+        # Predicates that ignore directories still apply to a row whose directory array is broken.
+        bare = part if part is not None else partition_registration(r, model.uuids, False)
+        dirs = [model.uuids.get(d) for d in texts]
+        i4 = (inv.partition_placeholders_ok(part) if part is not None
+              else all(d is not None and inv.directory_placeholder_ok(d) for d in dirs))
+        rows.append({"topic_id": key[0], "topic_name": r.topic_name, "partition_id": key[1],
+                     "offset": r.since_offset,
+                     "I1_directories_match_replicas": inv.directories_length_ok(replicas, texts),
+                     "I2_replicas_unique": inv.partition_replicas_unique(bare),
+                     "I2_isr_within_replicas": inv.partition_isr_subset_of_replicas(bare),
+                     "I4_partition_placeholders_defined": i4,
+                     "I14_leader_acceptable": inv.partition_leader_ok(model.cluster, bare),
+                     "I15_isr_not_empty": inv.partition_isr_nonempty_ok(bare, model.mv),
+                     "I18_reassignment_consistent": inv.partition_reassignment_ok(bare),
+                     "replicas": list(replicas), "isr": list(as_ints(r.isr)), "leader": int(r.leader),
+                     "leader_broker_since_offset": broker_since.get(int(r.leader)), "directories": texts})
+    cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "offset": "Int64",
+            "replicas": "object", "isr": "object", "leader": "Int64", "leader_broker_since_offset": "Int64",
+            "directories": "object"}
+    checks = ("I1.directories_match_replicas", "I2.replicas_unique", "I2.isr_within_replicas",
+              "I4.partition_placeholders_defined", "I14.leader_acceptable", "I15.isr_not_empty",
+              "I18.reassignment_consistent")
+    return Frame("partitions", make_frame(rows, cols, checks),
+                 ("row", "offset", "topic_name", "topic_id", "partition_id"),
+                 ("replicas", "isr", "leader", "leader_broker_since_offset", "directories"))
+
+
+def _f_brokers(b: Build) -> Frame:
+    rows = []
+    for r in b.tables.table("brokers").itertuples():
+        texts = as_texts(r.log_dirs)
+        parsed = [b.model.uuids.get(d) for d in texts]
+        reg = b.model.cluster.brokers[int(r.broker_id)]
+        # The registration keeps only parseable ids: an unparseable one is not a valid directory id at all.
+        i4 = all(d is not None for d in parsed) and inv.broker_directories_unreserved(reg)
+        rows.append({"broker_id": int(r.broker_id), "offset": r.since_offset,
+                     "I4_broker_directories_unreserved": i4,
+                     "I5_broker_directories_unique": inv.broker_directories_unique(reg), "log_dirs": texts,
+                     "fenced": bool(r.fenced)})
+    cols = {"broker_id": "Int64", "offset": "Int64", "log_dirs": "object", "fenced": "boolean"}
+    checks = ("I4.broker_directories_unreserved", "I5.broker_directories_unique")
+    return Frame("brokers", make_frame(rows, cols, checks), ("row", "offset", "broker_id"), ("log_dirs", "fenced"))
+
+
+def _f_broker_directories(b: Build) -> Frame:
+    # One row per (broker, directory): a directory listed twice by one broker is I5's business, not I6's.
+    seen: set[tuple[int, str]] = set()
+    rows = []
+    for r in b.tables.table("brokers").itertuples():
+        for d in as_texts(r.log_dirs):
+            if (int(r.broker_id), d) not in seen:
+                seen.add((int(r.broker_id), d))
+                rows.append({"broker_id": int(r.broker_id), "directory": d, "offset": r.since_offset})
+    cols = {"broker_id": "Int64", "directory": "string", "offset": "Int64"}
+    return Frame("broker_directories", make_frame(rows, cols), ("row", "offset", "broker_id"))
+
+
+def _f_replay_faults(b: Build) -> Frame:
+    rows = [{"offset": r.offset, "source": r.source, "error": r.error, "message": r.message,
+             "fault_class": inv.fault_invariant(str(r.message)) or "other"}
+            for r in b.tables.table("replay_faults").itertuples()]
+    cols = {"offset": "Int64", "source": "string", "error": "string", "message": "string", "fault_class": "string"}
+    return Frame("replay_faults", make_frame(rows, cols), ("row", "offset", "error"), ("source", "message"))
+
+
+def _mv_timeline(b: Build) -> tuple[list[int], list[int]]:
+    """Where the metadata.version changed: (offsets, levels), ascending. From the committed FeatureLevelRecords at
+    their own offsets (the model's batch walk sees a version change at the record, even inside a transaction), and
+    from a snapshot the replay started with (at its offset)."""
+    recs = b.tables.table("records")
+    recs = recs[(recs["type"] == FeatureLevelRecord.TYPE_NAME) & recs["applied_offset"].notna()]
+    points: list[tuple[int, int]] = []
+    for r in recs.sort_values("offset").itertuples():
+        rec = b.record(r)
+        if isinstance(rec, FeatureLevelRecord) and rec.name == FEATURE_NAME:
+            points.append((int(r.offset), rec.feature_level))
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def _mv_before(offsets: list[int], levels: list[int], offset: int) -> MetadataVersion:
+    """The metadata.version just before ``offset`` (UNSET before any FeatureLevelRecord: unknown, don't guess)."""
+    import bisect  # noqa: PLC0415 - stdlib, used by this helper only
+
+    i = bisect.bisect_left(offsets, offset)
+    return UNSET if i == 0 else MetadataVersion(levels[i - 1])
+
+
+def _f_records(b: Build) -> Frame:
+    recs = b.tables.table("records")
+    # Records the replay applied, outside snapshots: a snapshot's records are the image, not what a controller
+    # wrote (the state-level suites check the image).
+    recs = recs[recs["type"].isin(_DIRECTORY_RECORDS) & recs["applied_offset"].notna()
+                & (recs["origin"] != "snapshot")]
+    offsets, levels = _mv_timeline(b)
+    rows = []
+    for r in recs.sort_values("offset").itertuples():
+        rec = b.record(r)
+        if rec is None:
+            continue
+        mv = _mv_before(offsets, levels, int(r.offset))
+        rows.append({"offset": r.offset, "type": r.type, "version": r.version, "metadata_version": str(mv),
+                     "I3_no_directory_state_below_3_7_iv2": inv.record_free_of_directory_state(rec, mv),
+                     "I9_registration_lists_directories": (inv.registration_has_directories(rec, mv)
+                                                           if isinstance(rec, RegisterBrokerRecord) else None),
+                     "data": r.data})
+    cols = {"offset": "Int64", "type": "string", "version": "Int64", "metadata_version": "string", "data": "string"}
+    checks = ("I3.no_directory_state_below_3_7_iv2", "I9.registration_lists_directories")
+    return Frame("records", make_frame(rows, cols, checks), ("row", "offset", "type", "version", "metadata_version"),
+                 ("data",))
+
+
+#: The frames this suite builds, by name.
+FRAMES: Mapping[str, FrameBuilder] = {
+    "partitions": _f_partitions,
+    "brokers": _f_brokers,
+    "broker_directories": _f_broker_directories,
+    "replay_faults": _f_replay_faults,
+    "records": _f_records,
+}

@@ -1,0 +1,140 @@
+"""Getting a report's data, one seam between *load* and *build and render*: an image and a
+:class:`~jbod_model.report.ReportHistory` (a :class:`ReportData`), wherever they come from.
+
+:func:`load_from_inputs` replays metadata files (``open_inputs`` + ``StreamRunner``, requests run through the
+reference controller) and feeds a :class:`~jbod_model.report.ReportTracker` as it goes; :func:`load_from_tables`
+reads the Spark job's ``records`` table (``--tables DIR [--cluster C] [--as-of-offset N]``), which holds every
+record replayed — read, or written by the reference controller — with its offset, batch and time:
+``pipelines.lakehouse.tables.log_entries`` gives the latest snapshot at or before N as the base image and the records
+after it, and :func:`load_from_records` replays them into the same image and history a replay of the input
+with ``--until-offset N+1`` gives. :func:`jbod_model.report.build_report` then builds the report, and
+:mod:`pipelines.report.render` draws it.
+
+Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties
+files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``--tables``, from the
+``dir_inventory`` table, ``--dirs`` winning for the ids it knows (:func:`directory_paths_for`). ``jbod whatif``
+and ``jbod image`` load the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jbod_model.controller.controller import ReferenceController
+from jbod_model.errors import InputError
+from jbod_model.gaps import GapConsequences
+from jbod_model.image import EMPTY_IMAGE, MetadataImage
+from jbod_model.meta_properties import DirInventory, inventory
+from jbod_model.records.entry import LogEntry
+from jbod_model.report import DirectoryPaths, ReportHistory, ReportTracker, run_and_track
+from jbod_model.sources import open_inputs
+from jbod_model.storage.log_reader import ReadPolicy
+from jbod_model.stream import StreamEntry, StreamRunner
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """What a report is built from, wherever it came from: the image, the history, and what the input readers had
+    to skip (shown as warnings)."""
+
+    image: MetadataImage
+    history: ReportHistory | None
+    skipped: tuple[str, ...] = ()
+    #: Records the replay left out as consequences of skipped ranges (policy skip), and the entities now unknown.
+    consequences: GapConsequences | None = None
+
+
+#: Wraps the entries as they are read, e.g. to show progress (the CLI's live count on a terminal).
+Track = Callable[[Iterable[StreamEntry]], Iterable[StreamEntry]]
+
+
+def _untracked(entries: Iterable[StreamEntry]) -> Iterable[StreamEntry]:
+    return entries
+
+
+def load_from_inputs(inputs: list[Path], *, until_offset: int | None = None, policy: ReadPolicy = "fail",
+                     full_log: bool = False, track: Track = _untracked) -> ReportData:
+    """Replay metadata files (a log dir, segments, a snapshot, dump text or JSONL with controller requests) and
+    track the history while doing so. The history starts at the input's base image (a snapshot's, or empty)."""
+    loaded = open_inputs(inputs, policy=policy, until_offset=until_offset, from_snapshot=not full_log)
+    runner = StreamRunner(ReferenceController(loaded.base_image))
+    tracker = ReportTracker(loaded.base_image)
+    with loaded.replaying():
+        run_and_track(runner, track(loaded.entries), tracker)
+    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(loaded.skipped()),
+                      consequences=loaded.consequences)
+
+
+def load_from_records(entries: Iterable[LogEntry], base_image: MetadataImage = EMPTY_IMAGE) -> ReportData:
+    """Replay committed records (no controller requests) from ``base_image`` and track the history: for sources
+    that hold the whole log, the controller's writes included (the Spark job's ``records`` table)."""
+    tracker = ReportTracker(base_image)
+    tracker.feed_all(entries)
+    return ReportData(image=tracker.image, history=tracker.history())
+
+
+def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int | None = None,
+                     as_of: str | None = None, track: Track = _untracked) -> tuple[ReportData, str]:
+    """The report's data from the Spark job's tables (the ``records`` table, see the module docstring), as of
+    ``as_of_offset`` inclusive or the time ``as_of`` (None: the latest), and the cluster read. Where the job's
+    replay of the cluster stopped (``replay_faults``) is passed on as a warning: the tables, and so the report,
+    end before it."""
+    from pipelines.lakehouse.tables import log_entries, replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+
+    cid = resolve_cluster(tables, cluster)
+    base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
+    records = (e for e in track(entries) if isinstance(e, LogEntry))
+    data = load_from_records(records, base if base is not None else EMPTY_IMAGE)
+    stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
+                    f"{f['message']}" for f in replay_faults(tables, cid))
+    return ReportData(image=data.image, history=data.history, skipped=stopped), cid
+
+
+def load_paths(dirs: list[Path] | None, *, as_root: bool = False,
+               ) -> tuple[DirectoryPaths | None, DirInventory | None]:
+    """The Uuid → path join from meta.properties files or folders holding them (``jbod dirs`` reads the same);
+    with ``as_root`` each folder is a copy of one broker's filesystem root (paths as the broker sees them)."""
+    if not dirs:
+        return None, None
+    inv = inventory(dirs, as_root=as_root)
+    if not inv.rows:
+        raise InputError(f"no meta.properties found under {', '.join(str(d) for d in dirs)}")
+    return DirectoryPaths.from_inventory(inv.rows), inv
+
+
+def directory_paths_for(tables: Path | None, cluster: str | None, explicit: DirectoryPaths | None,
+                        ) -> DirectoryPaths | None:
+    """The paths a command names disks with: ``dir_inventory``'s for the cluster when reading tables, with the
+    explicit ``--dirs`` on top (they win for the ids they know)."""
+    if tables is None or cluster is None:
+        return explicit
+    from pipelines.lakehouse.tables import directory_paths  # noqa: PLC0415 - pyarrow/deltalake
+
+    stored = directory_paths(tables, cluster)
+    if stored is None:
+        return explicit
+    return stored if explicit is None else stored.overlay(explicit)
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO-8601 time (``2026-11-21T03:00``, ``2026-11-21 03:00:00+01:00``, ``…Z``); without an offset it is
+    UTC, as Kafka's batch times are."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"--as-of takes an ISO-8601 time such as 2026-11-21T03:00Z, not {text!r}") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def resolve_as_of(tables: Path, cluster: str, as_of_offset: int | None, as_of: str | None) -> int | None:
+    """``--as-of-offset N`` or ``--as-of TIME`` (the last offset that took effect by then), at most one."""
+    if as_of is None:
+        return as_of_offset
+    if as_of_offset is not None:
+        raise InputError("give --as-of-offset or --as-of, not both")
+    from pipelines.lakehouse.tables import offset_at_time  # noqa: PLC0415 - pyarrow/deltalake
+
+    return offset_at_time(tables, cluster, parse_time(as_of))

@@ -1,0 +1,386 @@
+"""The main job: KRaft metadata files → structured-streaming stateful replay → Delta tables (``jbod run``).
+
+:func:`run_job` wires the pieces: the ``kraft_metadata`` source (:mod:`pipelines.streaming.source`), the per-cluster
+stateful replay (:mod:`pipelines.streaming.processor`), and an exactly-once ``foreachBatch`` sink
+(:mod:`pipelines.lakehouse.tables`). By default it runs like ``Trigger.AvailableNow`` — everything available now, then
+stop — for scheduled jobs; ``follow`` keeps the query running and picks up new files and grown segments. The checkpoint
+holds the source offsets and the state store, so a later run (or a restart after a crash) continues exactly where the
+last committed batch ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from jbod_model.errors import DecodeError, InputError, JbodError
+from jbod_model.records.metadata import NO_LEADER
+from jbod_model.storage.log_reader import ReadPolicy
+from pipelines.config.profiles import JobConfig, Trigger
+from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
+from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor
+from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
+
+#: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
+DEFAULT_MAX_ENTRIES_PER_BATCH = 20_000
+
+#: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
+DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failure.jsonl"
+
+#: Settings every session of the job needs, whatever the profile says: the RocksDB state store
+#: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
+REQUIRED_CONF: Mapping[str, str] = {
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    # A micro-batch's output is collected by the driver (foreachBatch → delta-rs); 1g (Spark's default) is short.
+    "spark.driver.memory": "3g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+#: Settings of :data:`DEFAULT_CONF` that describe how the driver JVM was started and where it listens: under
+#: spark-submit they are spark-submit's (``--driver-memory``, the host it runs on), so the job does not add them.
+LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host"})
+
+
+def submitted_conf() -> dict[str, str] | None:
+    """The ``spark.*`` settings of the JVM that launched this Python process — spark-submit's ``--master``,
+    ``--conf``, ``--driver-memory`` and spark-defaults.conf — or None when this process was not launched by one.
+
+    The test is the one pyspark itself makes: spark-submit (and the ``pyspark`` shell) start Python with
+    ``PYSPARK_GATEWAY_PORT`` set, pointing at the JVM that is already running with its SparkConf; a plain ``python``
+    process starts its own JVM later and never has it. The conf is read only then, so a plain process does not start
+    a JVM early (it would start without the session's launch settings, e.g. the driver memory)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext  # noqa: PLC0415 - only when a JVM is already there
+
+    SparkContext._ensure_initialized()  # connects to the running gateway; starts nothing
+    return {str(k): str(v) for k, v in SparkConf().getAll()}
+
+
+def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
+                  app_name: str = "kraft-jbod", jvm_log: Path | None = None) -> SparkSession:
+    """A session for the job: loopback networking, this interpreter for Python workers, the required conf.
+
+    Under spark-submit (:func:`submitted_conf`) spark-submit's settings win: its master and app name are kept
+    (``master`` is ignored), a ``spark.*`` key it set is not overridden by ``conf`` (the profile), the launch
+    defaults (:data:`LAUNCH_CONF_KEYS`) and the Python interpreter are left to it, and only keys it left unset are
+    taken from ``conf`` and the defaults. :data:`REQUIRED_CONF` is set either way: the job cannot run without it.
+
+    ``jvm_log``: where a JVM started here writes its stdout and stderr — log4j, and the Python workers, which print
+    a line per stateful call: noise in an operator's terminal. Failures still reach the caller as exceptions."""
+    submitted = submitted_conf()
+    if submitted is None:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = SparkSession.builder.master(master).appName(app_name)
+        settings = {**DEFAULT_CONF, **(conf or {})}
+    else:
+        builder = SparkSession.builder
+        if "spark.app.name" not in submitted:
+            builder = builder.appName(app_name)
+        defaults = {k: v for k, v in DEFAULT_CONF.items() if k not in LAUNCH_CONF_KEYS}
+        settings = {k: v for k, v in {**defaults, **(conf or {})}.items() if k not in submitted}
+    for key, value in {**settings, **REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    with _redirect([1, 2], jvm_log) if jvm_log is not None and submitted is None else nullcontext():
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if submitted is not None:
+        # Say so: an operator who set a master in the profile should see why another one is used.
+        print(f"kraft-jbod: launched by spark-submit: its master ({spark.sparkContext.master}) and settings are "
+              f"used; added where it set none: {', '.join(sorted(settings)) or 'nothing'}", file=sys.stderr)
+    return spark
+
+
+@dataclass
+class BatchStats:
+    """One micro-batch as the sink saw it."""
+
+    batch_id: int
+    rows: int
+    written: dict[str, int]
+    seconds: float
+    #: Of ``seconds``, the part spent computing the batch (source, stateful replay) before the table writes.
+    compute_seconds: float = 0.0
+
+
+@dataclass
+class ClusterSummary:
+    """Where one cluster stands after the run: from the tables, not from the job's memory."""
+
+    cluster_id: str
+    last_offset: int
+    metadata_version: str
+    brokers: int
+    topics: int
+    partitions: int
+    replicas: int
+    #: broker id → directory → number of offline replicas (directory is the recorded one, e.g. a failed disk).
+    offline_by_broker_dir: dict[int, dict[str, int]]
+    offline_reasons: dict[str, int]
+    #: ``(topic name, partition id)`` of partitions without a leader.
+    leaderless: list[tuple[str, int]]
+    faults: list[str]
+    #: ``log_gaps`` messages: offsets Kafka deleted before the job read them (it re-bootstrapped from a snapshot), and
+    #: offsets skipped as unreadable (policy ``skip``).
+    gaps: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_job` returns."""
+
+    tables_dir: str
+    checkpoint_dir: str
+    batches: list[BatchStats] = field(default_factory=list)
+    clusters: list[ClusterSummary] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(b.rows for b in self.batches)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tables": self.tables_dir, "checkpoint": self.checkpoint_dir, "batches": len(self.batches),
+                "rows": self.rows, "seconds": round(self.seconds, 3),
+                "clusters": [{"clusterId": c.cluster_id, "lastOffset": c.last_offset,
+                              "metadataVersion": c.metadata_version, "brokers": c.brokers, "topics": c.topics,
+                              "partitions": c.partitions, "replicas": c.replicas,
+                              "offlineByBrokerAndDirectory": {str(b): d for b, d in c.offline_by_broker_dir.items()},
+                              "offlineReasons": c.offline_reasons,
+                              "leaderlessPartitions": [{"topic": t, "partition": p} for t, p in c.leaderless],
+                              "faults": c.faults, "gaps": c.gaps}
+                             for c in self.clusters]}
+
+
+def query_id(checkpoint_dir: Path) -> str:
+    """The streaming query's id, kept in the checkpoint: the same across restarts, so it keys the Delta app
+    transactions that make every micro-batch's writes idempotent."""
+    meta = checkpoint_dir / "metadata"
+    try:
+        return str(json.loads(meta.read_text().splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise JbodError(f"cannot read the streaming query id from {meta}: {e}") from e
+
+
+class _Sink:
+    """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), write it."""
+
+    def __init__(self, make_writer: Any, checkpoint_dir: Path,
+                 on_batch: Callable[[BatchStats], None] | None = None) -> None:
+        self._make_writer = make_writer
+        self._checkpoint_dir = checkpoint_dir
+        self._writer: TableWriter | None = None
+        self._on_batch = on_batch
+        self.stats: list[BatchStats] = []
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        if self._writer is None:
+            self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
+            self._writer.ensure_tables()
+        rows = df.toArrow().to_pylist()
+        computed = time.monotonic()
+        written = self._writer.write_batch(batch_id, rows) if rows else {}
+        self.stats.append(BatchStats(batch_id, len(rows), written, time.monotonic() - started,
+                                     computed - started))
+        if self._on_batch is not None:
+            self._on_batch(self.stats[-1])
+
+
+def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir: str | Path | None = None, *,
+            spark: SparkSession | None = None, master: str = "local[2]", conf: Mapping[str, str] | None = None,
+            cluster_id: str | None = None, cluster_ids: Mapping[str, str] | None = None,
+            max_entries_per_batch: int | None = None, delta_writer: str = "deltalake",
+            writer_factory: Callable[[str], TableWriter] | None = None, follow: bool = False,
+            follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
+            stop_when: Callable[[], bool] | None = None,
+            policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
+    """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
+    ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
+
+    Without ``follow`` the job processes what is available when it starts and stops (``AvailableNow``), in
+    micro-batches of at most ``max_entries_per_batch`` entries per cluster (default
+    :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
+    until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
+    ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
+    ``on_batch`` is called after each micro-batch is written (progress for a long replay).
+    """
+    if not inputs:
+        raise InputError("no input given")
+    if not follow:
+        # A path holding no metadata would otherwise make a run that succeeds with nothing in it (a mistyped
+        # folder, or a broker's data dir instead of its metadata dir); a followed folder may fill up later.
+        named = dict(cluster_ids or {})
+        empty = [str(p) for p in inputs if not discover([p], cluster_id=cluster_id, cluster_ids=named)]
+        if empty:
+            raise InputError(f"no KRaft metadata under {', '.join(empty)}: give a metadata log dir (the one holding "
+                             "__cluster_metadata-0, or a folder of them), canonical JSONL or kafka-dump-log text "
+                             "(--follow waits for files to appear)")
+    tables = Path(tables_dir).resolve()
+    checkpoint = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else tables / "_checkpoints" / "replay"
+    own_session = spark is None
+    jvm_log = checkpoint.parent / "spark-driver.log"
+    session = spark or spark_session(master, conf, jvm_log=jvm_log)
+    register(session)
+    if writer_factory is not None:
+        make_writer = writer_factory
+    elif delta_writer == "deltalake":
+        def make_writer(app_id: str) -> TableWriter:
+            return DeltaRsWriter(tables, app_id)
+    elif delta_writer == "delta-spark":
+        def make_writer(app_id: str) -> TableWriter:
+            return DeltaSparkWriter(session, tables, app_id)
+    else:
+        raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
+    # The tables exist from the start, so a run with nothing to do (or a reader right after) finds them.
+    make_writer("kraft-jbod:setup").ensure_tables()
+    sink = _Sink(make_writer, checkpoint, on_batch)
+    cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
+    options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
+                             max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint)
+    if not follow:
+        # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
+        # AvailableNow would read one batch only from a Python source (no admission control), so the source is told
+        # where to stop and the query runs until it has nothing more.
+        options["endOffsets"] = json.dumps(available_offsets(options))
+    started = time.monotonic()
+    stream = session.readStream.format(SOURCE_NAME).options(**options).load()
+    replayed = stream.groupBy("cluster_id").transformWithStateInPandas(
+        statefulProcessor=ClusterReplayProcessor(), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
+        timeMode="None")
+    writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    try:
+        if follow:
+            query = writer.trigger(processingTime=follow_interval).start()
+            deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+            while not query.awaitTermination(1):
+                if (stop_when is not None and stop_when()) or (deadline is not None and time.monotonic() > deadline):
+                    break
+            query.stop()
+        else:
+            query = writer.trigger(processingTime="0 seconds").start()
+            query.processAllAvailable()
+            query.stop()
+        if query.exception() is not None:
+            raise job_failure(str(query.exception()), _see(jvm_log, own_session))
+    except StreamingQueryException as e:
+        raise job_failure(str(e), _see(jvm_log, own_session)) from e
+    finally:
+        if own_session:
+            session.stop()
+    summary = RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started)
+    if (tables / "records").exists():
+        summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
+    return summary
+
+
+#: A model error raised inside the source or the operator reaches the driver as text in Spark's error: its last line
+#: names the class and the message.
+_MODEL_ERROR = re.compile(r"jbod_model\.errors\.(DecodeError|InputError): (.+)")
+
+
+def job_failure(text: str, see: str) -> JbodError:
+    """The error a failed query becomes: a bad input (undecodable bytes, a malformed file) read in the source is
+    raised as the model error it was — its message names the file and offset, and the CLI gives it its own exit
+    code — rather than as the Spark error wrapping it, whose Python and JVM stack traces bury that message."""
+    found = _MODEL_ERROR.findall(text)
+    if found:
+        kind, message = found[-1]
+        return (DecodeError if kind == "DecodeError" else InputError)(message.strip() + see)
+    return JbodError(f"the Spark job failed: {text}{see}")
+
+
+def _see(jvm_log: Path, own_session: bool) -> str:
+    return f" (Spark's own log: {jvm_log})" if own_session and jvm_log.exists() else ""
+
+
+def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary:
+    """The cluster's latest state, from the tables."""
+    image = as_of_image(tables_dir, cluster_id)
+    names = {t["topicId"]: t["name"] for t in image["topics"]}
+    offline: dict[int, dict[str, int]] = {}
+    reasons: dict[str, int] = {}
+    for r in image["replicas"]:
+        if r["offline"]:
+            per_dir = offline.setdefault(r["brokerId"], {})
+            per_dir[r["directory"]] = per_dir.get(r["directory"], 0) + 1
+            reasons[r["offlineReason"]] = reasons.get(r["offlineReason"], 0) + 1
+    leaderless = [(names.get(p["topicId"], p["topicId"]), p["partitionId"]) for p in image["partitions"]
+                  if p["leader"] == NO_LEADER]
+    quoted = cluster_id.replace("'", "''")
+    faults = [str(r["message"]) for r in read_table(tables_dir, "replay_faults",
+                                                     f"cluster_id = '{quoted}'").to_pylist()]
+    gap_rows = read_table(tables_dir, "log_gaps", f"cluster_id = '{quoted}'").to_pylist()
+    # A skipped JSONL line has no offset: it sorts after the ranges of offsets.
+    gaps = [str(r["message"]) for r in sorted(gap_rows, key=lambda r: (r["first_missing_offset"] is None,
+                                                                       r["first_missing_offset"] or 0))]
+    return ClusterSummary(cluster_id=cluster_id, last_offset=image["lastOffset"],
+                          metadata_version=image["metadataVersion"], brokers=len(image["brokers"]),
+                          topics=len(image["topics"]), partitions=len(image["partitions"]),
+                          replicas=len(image["replicas"]), offline_by_broker_dir=offline, offline_reasons=reasons,
+                          leaderless=leaderless, faults=faults, gaps=gaps)
+
+
+def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: bool | None = None,
+                    timeout_seconds: int | None = None,
+                    on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
+    """:func:`run_job` with a resolved configuration (``pipelines.config.profiles``: CLI > environment > profile)."""
+    keep_following = config.trigger is Trigger.CONTINUOUS if follow is None else follow
+    return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
+                   conf=config.spark.conf, cluster_id=config.cluster_id,
+                   max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
+                   follow=keep_following, timeout_seconds=timeout_seconds, policy=config.read_policy,
+                   on_batch=on_batch)
+
+
+@contextmanager
+def _redirect(fds: Sequence[int], log: Path | None) -> Iterator[None]:
+    """Point file descriptors ``fds`` at ``log`` (appended) or, without one, at stderr while the block runs.
+    Processes started inside the block (the JVM, and the Python workers it forks) keep the redirection."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(fd) for fd in fds]
+    target = None
+    try:
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        for fd in fds:
+            os.dup2(2 if target is None else target, fd)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in zip(fds, saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        if target is not None:
+            os.close(target)
+
+
+def stdout_to_stderr() -> AbstractContextManager[None]:
+    """Send this process's stdout (file descriptor 1) to stderr while the block runs, so a command's own output on
+    stdout stays machine-readable whatever Spark prints."""
+    return _redirect([1], None)

@@ -1,0 +1,487 @@
+"""The stateful operator: each cluster's entries, in offset order, through ``jbod_model``; out come table rows.
+
+A short adapter (decode rows → ``jbod_model`` → encode rows), run by ``transformWithStateInPandas`` with one grouping
+key per cluster id. The cluster's image lives in keyed state (docs/state-design.md):
+
+================  =========================================  ================================================
+state variable    key → value                                why
+================  =========================================  ================================================
+``meta``          (value) last offset, open transaction,     one small row per cluster
+                  controller state, halt reason
+``features``      name → level                               a handful; read whole
+``brokers``       broker id → registration                   scanned only for directory ownership
+``topics``        topic id → name, partition-id ranges       a topic's partition list without a scan
+``topic_names``   name → topic id                            name uniqueness checks
+``partitions``    (topic id, partition id) → registration    the bulk: read and written key by key
+``broker_parts``  (broker id, bucket) → partition keys       which replicas a fenced broker or failed disk hits
+``configs``       (resource type, name) → key/values         dropped with their topic; the controller reads them
+================  =========================================  ================================================
+
+:class:`StateStore` reads these one key at a time (cached for the batch) as a
+:class:`jbod_model.changes.ImageReader`, :class:`jbod_model.changes.IncrementalReplayer` replays the batch on lazy
+views of them, and only the keys its steps changed are written back. Every rule is the model's: this module only
+moves values between Spark state, ``jbod_model`` objects and output rows.
+
+Output rows are ``(cluster_id, ord, table, payload)``: ``payload`` is a JSON object, either a row of an append-only
+table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a keyed entity
+(``{"k": key, "o": offset, "t": ms, "v": value or null}``) that :mod:`pipelines.lakehouse.tables` turns into current and
+history rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import (
+    MapState,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+    ValueState,
+)
+
+from jbod_model.changes import (
+    ImageWrites,
+    IncrementalReplayer,
+    PartitionKey,
+    ReplicaChange,
+    Step,
+    StoredTopic,
+    response_partition_errors,
+    resume_controller,
+)
+from jbod_model.controller.controller import CONTROLLER_SOURCE, ReferenceController
+from jbod_model.errors import InputError, JbodError, ReplayFault
+from jbod_model.gaps import Consequence, GapConsequences
+from jbod_model.image import BrokerRegistration, PartitionRegistration
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.json_codec import dumps, record_to_json
+from jbod_model.replicas import ReplicaState
+from jbod_model.stream import RequestEntry
+from jbod_model.uuid import Uuid
+from pipelines.streaming.codec import (
+    broker_from_text,
+    broker_to_text,
+    controller_state_from_text,
+    controller_state_to_text,
+    entries_from_text,
+    entries_to_text,
+    partition_from_text,
+    partition_to_text,
+    row_to_entry,
+)
+
+#: The operator's output schema.
+OUTPUT_SCHEMA = "cluster_id string, ord long, table string, payload string"
+
+#: Buckets per broker of the broker → partitions index. Fixed in the checkpoint: changing it needs a new one.
+BROKER_INDEX_BUCKETS = 64
+
+
+def _bucket(key: PartitionKey) -> int:
+    return zlib.crc32(f"{key[0]}:{key[1]}".encode()) % BROKER_INDEX_BUCKETS
+
+
+def _key_text(key: PartitionKey) -> str:
+    return f"{key[0]}:{key[1]}"
+
+
+def _key_from_text(text: str) -> PartitionKey:
+    topic, _, pid = text.rpartition(":")
+    return Uuid.from_string(topic), int(pid)
+
+
+class StateStore:
+    """A :class:`jbod_model.changes.ImageReader` over one cluster's state variables, with the batch's writes."""
+
+    def __init__(self, handles: Mapping[str, MapState], meta: tuple[Any, ...] | None) -> None:
+        self._h = handles
+        self._last_offset = -1 if meta is None or meta[0] is None else int(meta[0])
+        self._features: dict[str, int] | None = None
+
+    def last_offset(self) -> int:
+        return self._last_offset
+
+    def feature_levels(self) -> Mapping[str, int]:
+        if self._features is None:
+            self._features = {k[0]: int(v[0]) for k, v in self._h["features"].iterator()}
+        return self._features
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        value = self._h["brokers"].getValue((broker_id,))
+        return None if value is None else broker_from_text(value[0])
+
+    def broker_ids(self) -> Iterable[int]:
+        keys = self._h["brokers"].keys()
+        return [int(k[0]) for k in keys]
+
+    def topic(self, topic_id: Uuid) -> StoredTopic | None:
+        value = self._h["topics"].getValue((str(topic_id),))
+        if value is None:
+            return None
+        return StoredTopic(value[0], tuple((int(a), int(b)) for a, b in json.loads(value[1])))
+
+    def topic_ids(self) -> Iterable[Uuid]:
+        keys = self._h["topics"].keys()
+        return [Uuid.from_string(k[0]) for k in keys]
+
+    def topic_id_by_name(self, name: str) -> Uuid | None:
+        value = self._h["topic_names"].getValue((name,))
+        return None if value is None else Uuid.from_string(value[0])
+
+    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
+        value = self._h["partitions"].getValue((str(topic_id), partition_id))
+        return None if value is None else partition_from_text(value[0])
+
+    def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
+        out: list[PartitionKey] = []
+        for bucket in range(BROKER_INDEX_BUCKETS):
+            value = self._h["broker_parts"].getValue((broker_id, bucket))
+            if value is not None:
+                out.extend(_key_from_text(k) for k in json.loads(value[0]))
+        return out
+
+    def config(self, resource: tuple[int, str]) -> Mapping[str, str] | None:
+        value = self._h["configs"].getValue((int(resource[0]), str(resource[1])))
+        return None if value is None else dict(json.loads(value[0]))
+
+    def config_resources(self) -> Iterable[tuple[int, str]]:
+        keys = self._h["configs"].keys()
+        return [(int(k[0]), str(k[1])) for k in keys]
+
+    def write(self, w: ImageWrites) -> None:
+        """Store a batch's writes: only the keys that changed."""
+        h = self._h
+        self._last_offset = w.last_offset
+        _put(h["features"], {(k,): None if v is None else (v,) for k, v in w.features.items()})
+        _put(h["brokers"], {(k,): None if v is None else (broker_to_text(v),) for k, v in w.brokers.items()})
+        _put(h["topics"], {(str(k),): None if v is None else (v.name, json.dumps([list(r) for r in v.partition_ids]))
+                           for k, v in w.topics.items()})
+        _put(h["topic_names"], {(k,): None if v is None else (str(v),) for k, v in w.topic_names.items()})
+        _put(h["partitions"], {(str(k[0]), k[1]): None if v is None else (partition_to_text(v),)
+                               for k, v in w.partitions.items()})
+        # int(): the model keys topic configs by ConfigResourceType (an IntEnum), which the state store cannot hold.
+        _put(h["configs"], {(int(k[0]), str(k[1])): None if v is None else (dumps(dict(v)),)
+                            for k, v in w.configs.items()})
+        for broker_id, changes in w.broker_partitions.items():
+            by_bucket: dict[int, dict[PartitionKey, bool]] = {}
+            for key, present in changes.items():
+                by_bucket.setdefault(_bucket(key), {})[key] = present
+            for bucket, bucket_changes in by_bucket.items():
+                current = h["broker_parts"].getValue((broker_id, bucket))
+                keys = set(json.loads(current[0])) if current is not None else set()
+                for key, present in bucket_changes.items():
+                    if present:
+                        keys.add(_key_text(key))
+                    else:
+                        keys.discard(_key_text(key))
+                if keys:
+                    h["broker_parts"].updateValue((broker_id, bucket), (json.dumps(sorted(keys)),))
+                elif current is not None:
+                    h["broker_parts"].removeKey((broker_id, bucket))
+
+
+def _put(state: MapState, values: Mapping[tuple[Any, ...], tuple[Any, ...] | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            if state.containsKey(key):
+                state.removeKey(key)
+        else:
+            state.updateValue(key, value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Encoding steps as rows
+
+
+def _broker_value(reg: BrokerRegistration) -> dict[str, Any]:
+    return {"broker_epoch": reg.epoch, "incarnation_id": str(reg.incarnation_id), "fenced": reg.fenced,
+            "in_controlled_shutdown": reg.in_controlled_shutdown,
+            "is_migrating_zk_broker": reg.is_migrating_zk_broker, "rack": reg.rack,
+            "log_dirs": [str(d) for d in reg.directories],
+            "listeners": dumps([{"name": e.name, "host": e.host, "port": e.port,
+                                 "securityProtocol": e.security_protocol} for e in reg.listeners])}
+
+
+def _partition_value(name: str, p: PartitionRegistration) -> dict[str, Any]:
+    return {"topic_name": name, "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
+            "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
+            "leader_recovery_state": p.leader_recovery_state, "directories": [str(d) for d in p.directories],
+            "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas),
+            "eligible_leader_replicas": list(p.elr), "last_known_elr": list(p.last_known_elr)}
+
+
+def _replica_value(name: str, r: ReplicaState) -> dict[str, Any]:
+    return {"topic_name": name, "directory": str(r.directory), "directory_state": r.directory_state.value,
+            "offline": r.offline, "offline_reason": r.offline_reason.value if r.offline_reason else None}
+
+
+def _offline_value(name: str, r: ReplicaState | None) -> dict[str, Any] | None:
+    if r is None or not r.offline:
+        return None
+    return {"topic_name": name, "directory": str(r.directory), "directory_state": r.directory_state.value,
+            "reason": r.offline_reason.value if r.offline_reason else None}
+
+
+class RowSink:
+    """Collects one cluster's output rows in order."""
+
+    def __init__(self, cluster_id: str, origin: str) -> None:
+        self.cluster_id = cluster_id
+        self.origin = origin
+        self.rows: list[tuple[str, int, str, str]] = []
+
+    def add(self, table: str, payload: dict[str, Any]) -> None:
+        self.rows.append((self.cluster_id, len(self.rows), table, dumps(payload)))
+
+    def event(self, entity: str, key: list[Any], step: Step, value: dict[str, Any] | None) -> None:
+        self.add(entity, {"k": key, "o": step.offset, "t": step.timestamp, "v": value})
+
+    def record(self, entry: LogEntry, applied: int | None, snapshot_index: int | None = None,
+               offset: int | None = None) -> None:
+        obj = record_to_json(entry.record)
+        origin = "controller" if entry.source == CONTROLLER_SOURCE else \
+            "snapshot" if snapshot_index is not None else self.origin
+        self.add("records", {
+            "offset": entry.offset if offset is None else offset, "batch_base_offset": entry.batch_base_offset,
+            "leader_epoch": entry.leader_epoch, "timestamp": entry.timestamp, "type": obj["type"],
+            "version": obj["version"], "data": None if obj.get("data") is None else dumps(obj["data"]),
+            "payload": obj.get("payload"), "source": entry.source, "origin": origin,
+            "snapshot_index": snapshot_index, "applied_offset": applied})
+
+    def step(self, step: Step) -> None:
+        """Bronze rows for the step's records, then one event per changed key."""
+        for i, entry in enumerate(step.entries):
+            if step.snapshot:
+                self.record(entry, step.offset, snapshot_index=i, offset=step.offset)
+            else:
+                self.record(entry, step.offset)
+        for entry in step.aborted:
+            self.record(entry, None)
+        for f in step.features:
+            self.event("feature", [f.key], step, None if f.new is None else {"level": f.new})
+        for b in step.brokers:
+            self.event("broker", [b.key], step, None if b.new is None else _broker_value(b.new))
+        for t in step.topics:
+            self.event("topic", [str(t.key)], step, None if t.new is None else {"topic_name": t.new})
+        for p in step.partitions:
+            self.event("partition", [str(p.topic_id), p.partition_id], step,
+                       None if p.new is None else _partition_value(p.topic_name, p.new))
+        for r in step.replicas:
+            self._replica(step, r)
+
+    def _replica(self, step: Step, r: ReplicaChange) -> None:
+        topic_id, partition_id, broker_id = r.key
+        key = [str(topic_id), partition_id, broker_id]
+        self.event("replica", key, step, None if r.new is None else _replica_value(r.topic_name, r.new))
+        old_off, new_off = _offline_value(r.topic_name, r.old), _offline_value(r.topic_name, r.new)
+        if old_off != new_off:
+            self.event("offline", key, step, new_off)
+
+    def response(self, seq: int, entry: RequestEntry, handled: Any) -> None:
+        response = handled.response.to_json()
+        error = handled.error
+        data = entry.request.to_json()
+        written = handled.entries
+        self.add("controller_responses", {
+            "request_seq": seq, "request_offset": entry.offset, "type": entry.request.TYPE_NAME,
+            "version": entry.request.version,
+            "broker_id": data.get("brokerId") if isinstance(data.get("brokerId"), int) else None,
+            "error_code": int(error.error) if error is not None else int(response.get("errorCode", 0) or 0),
+            "error_message": error.message if error is not None else response.get("errorMessage"),
+            "response": dumps(response), "records_written": len(written),
+            "first_record_offset": written[0].offset if written else None,
+            "last_record_offset": written[-1].offset if written else None,
+            "partition_errors": [{"topic": t, "partition_id": p, "error_code": c}
+                                 for t, p, c in response_partition_errors(response)]})
+
+    def gap(self, step: Step, gap_from: int, snapshot_end: int) -> None:
+        """A ``log_gaps`` row: the offsets the stream never read because Kafka deleted them first, and the snapshot
+        whose load (``step``) stood in for them."""
+        source = step.entries[0].source if step.entries else None
+        changed = (len(step.features) + len(step.brokers) + len(step.topics) + len(step.partitions)
+                   + len(step.replicas))
+        self.add("log_gaps", {
+            "first_missing_offset": gap_from, "last_missing_offset": snapshot_end - 1,
+            "snapshot_end_offset": snapshot_end, "snapshot_source": source, "snapshot_time": step.timestamp,
+            "changed_rows": changed, "dropped_records": len(step.aborted),
+            "message": f"offsets {gap_from}..{snapshot_end - 1} were deleted from the log before the job read them; "
+                       f"re-bootstrapped from the snapshot ending at offset {snapshot_end} ({changed} rows changed)"})
+
+    def skipped(self, row: Mapping[str, Any]) -> None:
+        """A ``log_gaps`` row for a source ``gap`` row: offsets the source could not read and skipped (policy
+        ``skip``). No snapshot stood in for them and nothing changed at them: replay goes on after the gap."""
+        self.add("log_gaps", {
+            "first_missing_offset": _opt_int(row["gap_from"]), "last_missing_offset": _opt_int(row["gap_last"]),
+            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
+            "dropped_records": 0, "message": row["message"]})
+
+    def consequence(self, consequence: Consequence) -> None:
+        """A ``log_gaps`` row for a record left out under policy ``skip`` because it could not replay after a
+        skipped range (:mod:`jbod_model.gaps`): its offset was read but never replayed."""
+        self.add("log_gaps", {
+            "first_missing_offset": consequence.offset, "last_missing_offset": consequence.offset,
+            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
+            "dropped_records": 1, "message": str(consequence)})
+
+    def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
+        self.add("replay_faults", {"seq": seq, "offset": offset, "source": source,
+                                   "error": type(fault).__name__, "message": str(fault)})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The processor
+
+
+#: The operator's map states: name → (key schema, value schema), as ``getMapState`` declares them.
+MAP_STATES: dict[str, tuple[str, str]] = {
+    "features": ("name string", "level int"),
+    "brokers": ("broker_id int", "reg string"),
+    "topics": ("topic_id string", "name string, ranges string"),
+    "topic_names": ("name string", "topic_id string"),
+    "partitions": ("topic_id string, partition_id int", "reg string"),
+    "broker_parts": ("broker_id int, bucket int", "keys string"),
+    "configs": ("resource_type int, resource_name string", "entries string"),
+}
+_META_SCHEMA = "last_offset long, pending string, controller string, halted string, origin string"
+
+
+class ClusterReplayProcessor(StatefulProcessor):
+    """``transformWithStateInPandas`` processor: one cluster per grouping key (see the module docstring)."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._meta: ValueState = handle.getValueState("meta", _META_SCHEMA)
+        # The last range skipped under policy skip: a later fault may be its consequence (jbod_model.gaps).
+        self._gap: ValueState = handle.getValueState("gap", "last string")
+        self._maps = {name: handle.getMapState(name, key, value) for name, (key, value) in MAP_STATES.items()}
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
+                        timerValues: TimerValues) -> Iterator[pd.DataFrame]:
+        cluster_id = str(key[0])
+        frames = list(rows)
+        batch = pd.concat(frames, ignore_index=True).sort_values("seq", kind="stable") if frames else None
+        out = replay_batch(cluster_id, batch, self._meta, self._maps, self._gap)
+        yield pd.DataFrame(out, columns=["cluster_id", "ord", "table", "payload"])
+
+    def close(self) -> None:
+        pass
+
+
+def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState,
+                 maps: Mapping[str, MapState], gap_state: ValueState | None = None) -> list[tuple[str, int, str, str]]:
+    """Replay one cluster's rows of one micro-batch; store the changed keys; return the output rows. A record that
+    cannot replay after a range the source skipped (a ``gap`` row, policy ``skip``; ``gap_state`` keeps the last
+    one across micro-batches) is left out and written to ``log_gaps`` as its consequence, as the CLI's replay
+    does (:mod:`jbod_model.gaps`)."""
+    meta = meta_state.get() if meta_state.exists() else None
+    _last_offset, pending_text, controller_text, halted, origin = (meta if meta is not None
+                                                                   else (None, None, None, None, None))
+    records = [] if batch is None else batch.to_dict("records")
+    origin = origin or (records[0]["input"] if records else "log")
+    sink = RowSink(cluster_id, origin)
+    if halted is not None or not records:
+        return sink.rows
+    store = StateStore(maps, meta)
+    pending = entries_from_text(pending_text) if pending_text else ()
+    replayer = IncrementalReplayer(store, pending)
+    controller: ReferenceController | None = None
+    use_controller = origin == "jsonl"
+    if use_controller:
+        state, next_offset = (controller_state_from_text(controller_text) if controller_text
+                              else (None, store.last_offset() + 1))
+        # The controller reads the image as stored before this batch (its own replay keeps it current); views of
+        # a replayer that replays nothing stay fixed while ``replayer`` writes the batch's changes.
+        controller = resume_controller(IncrementalReplayer(store).image, state=state, next_offset=next_offset,
+                                       pending=pending)
+    snapshot: list[LogEntry] = []
+    snapshot_end: int | None = None
+    gap_from: int | None = None
+
+    def load_snapshot() -> None:
+        # The model loads it over whatever the image holds (MetadataDelta.finishSnapshot semantics): the step's
+        # changes close what the snapshot no longer has. A re-bootstrap also says which offsets were never read.
+        assert snapshot_end is not None
+        step = replayer.load_snapshot(snapshot, snapshot_end)
+        sink.step(step)
+        if gap_from is not None:
+            sink.gap(step, gap_from, snapshot_end)
+
+    row: dict[str, Any] = {}
+    stored_gap = gap_state.get() if gap_state is not None and gap_state.exists() else None
+    last_gap: str | None = None if stored_gap is None else stored_gap[0]
+    consequences = GapConsequences(lambda: None if last_gap is None else f"the skipped range ({last_gap})")
+    activation = consequences.activate()
+    try:
+        for row in records:
+            if row["kind"] == "gap":
+                if snapshot:
+                    load_snapshot()
+                    snapshot = []
+                sink.skipped(row)
+                last_gap = str(row["message"])
+                continue
+            if row["kind"] == "snapshot":
+                snapshot.append(_log_entry(row))
+                snapshot_end = int(row["snapshot_end"])
+                gap_from = _opt_int(row.get("gap_from"))
+                continue
+            if snapshot:
+                load_snapshot()
+                snapshot = []
+            entry = row_to_entry(row)
+            if isinstance(entry, RequestEntry):
+                if controller is None:
+                    raise InputError(f"a controller request in a {origin} input: requests only come in JSONL")
+                handled = controller.handle_request(entry.request, source=entry.source)
+                sink.response(int(row["seq"]), entry, handled)
+                for written in handled.entries:
+                    step = replayer.replay(written)
+                    if step is not None:
+                        sink.step(step)
+                continue
+            if controller is not None:
+                controller.replay(entry)
+            step = replayer.replay(entry)
+            if step is not None:
+                sink.step(step)
+        if snapshot:
+            load_snapshot()
+    except (ReplayFault, InputError) as fault:
+        # Quarantine the cluster at the faulting entry: what was replayed before it is kept and stored, nothing
+        # after it is replayed (the pure model stops there too), and the fault is a row of replay_faults.
+        offset = fault.offset if isinstance(fault, ReplayFault) and fault.offset is not None else \
+            _opt_int(row.get("offset"))
+        sink.fault(fault, _opt_int(row.get("seq")), offset, row.get("source"))
+        halted = str(fault)
+    finally:
+        consequences.deactivate(activation)
+    for consequence in consequences.consequences:
+        sink.consequence(consequence)
+    if gap_state is not None and last_gap is not None:
+        gap_state.update((last_gap,))
+    store.write(replayer.writes())
+    pending_out = replayer.pending_transaction()
+    controller_out = None if controller is None else controller_state_to_text(controller.state,
+                                                                               controller.next_offset)
+    meta_state.update((replayer.last_offset, entries_to_text(pending_out) if pending_out else None, controller_out,
+                       halted, origin))
+    return sink.rows
+
+
+def _log_entry(row: Mapping[str, Any]) -> LogEntry:
+    entry = row_to_entry(row)
+    if not isinstance(entry, LogEntry):
+        raise InputError("a snapshot row holds a request")
+    return entry
+
+
+def _opt_int(value: Any) -> int | None:
+    # pandas hands nullable integers over as floats, NaN for null.
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value)

@@ -1,0 +1,141 @@
+"""``jbod check`` (pipelines.cli.check) on a fresh typer app: the demo lakehouse passes (exit 0) with the results
+table and the data docs; corrupted metadata logs, replayed by the job's operator into Delta tables, fail the right
+expectation with the right exit code; ``--fail-on``, ``--suite``, ``--json``; bad input exits 2. The tables here
+are written without Spark (the job's operator over in-memory state, its Delta writer);
+tests/pipelines/quality/test_check.py runs the same logs through the Spark job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from cli_support import command_app
+from test_quality_support import (
+    BAD_LOG_VERDICTS,
+    DEMO_CLUSTER,
+    STUCK_MAX_OFFSETS,
+    bad_logs,
+    demo_lakehouse,
+    write_lakehouse,
+)
+from typer.testing import CliRunner
+
+from pipelines.cli.check import register
+from pipelines.cli.shared import EXIT_INPUT
+from pipelines.quality import CHECKS, SKIPS, read_results
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def make_app() -> typer.Typer:
+    return command_app(register)
+
+
+def check(*args: str) -> Any:
+    return runner.invoke(make_app(), ["check", *args])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_lakehouse(tmp_path_factory.mktemp("cli-demo") / "lakehouse")
+
+
+@pytest.fixture(scope="module")
+def corrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One lakehouse holding each bad log as its own cluster."""
+    root = tmp_path_factory.mktemp("cli-bad") / "lakehouse"
+    for cluster, log in bad_logs().items():
+        write_lakehouse(root, cluster, log)
+    return root
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A profile with a small placement threshold (the stuck placement waits STUCK_MAX_OFFSETS + 3 offsets)."""
+    path = tmp_path_factory.mktemp("conf") / "dq.yaml"
+    path.write_text(f"quality:\n  pending_placement_max_offsets: {STUCK_MAX_OFFSETS}\n"
+                    "  pending_placement_max_ms: 3600000\n", encoding="utf-8")
+    return path
+
+
+def failed(result: Any) -> set[str]:
+    doc = json.loads(result.stdout)
+    return {r["expectation"] for r in doc["results"] if r["status"] in ("failed", "error")}
+
+
+def test_the_demo_passes_with_results_table_and_data_docs(demo: Path) -> None:
+    result = check("--tables", str(demo))
+    assert result.exit_code == 0, result.output
+    assert "0 failed" in result.output and "OK at fail_on=error" in result.output
+    docs = demo / "_dq" / "data_docs" / "index.html"
+    assert f"Data docs: {docs}" in result.output and docs.is_file()
+    assert "I25.cordoned_directories_get_no_replicas" in result.output and "no cordon data" in result.output
+    rows = read_results(demo)
+    assert len(rows) == len(CHECKS) + len(SKIPS)
+    assert set(rows["cluster_id"]) == {DEMO_CLUSTER} and rows["run_id"].nunique() == 1
+    assert set(rows["status"]) == {"passed", "skipped"}
+    assert rows.loc[rows["expectation"] == "I14.leader_acceptable", "element_count"].item() == 5
+    # A second run appends: the table is a history of checks.
+    assert check("--tables", str(demo), "--no-docs").exit_code == 0
+    assert read_results(demo)["run_id"].nunique() == 2
+
+
+@pytest.mark.parametrize("cluster", list(BAD_LOG_VERDICTS))
+def test_a_corrupted_log_fails_its_expectation(corrupted: Path, profile: Path, cluster: str) -> None:
+    expected, code = BAD_LOG_VERDICTS[cluster]
+    result = check("--tables", str(corrupted), "--cluster", cluster, "--conf", str(profile), "--json", "--no-docs")
+    assert result.exit_code == code, result.output
+    assert failed(result) == expected
+    doc = json.loads(result.stdout)
+    assert doc["exitCode"] == code and doc["failOn"] == "error"
+    for r in doc["results"]:
+        if r["expectation"] in expected:
+            assert r["sample"] and r["sample"][0]["offset"] is not None
+
+
+def test_the_failing_row_is_named_in_the_summary(corrupted: Path, profile: Path) -> None:
+    result = check("--tables", str(corrupted), "--cluster", "leader-on-offline-dir", "--conf", str(profile),
+                   "--no-docs")
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "I14.leader_acceptable" in result.output
+    # payments-1: broker 2 still leads it from the failed disk.
+    assert "topic_name=payments" in result.output and "partition_id=1" in result.output
+
+
+def test_a_replay_fault_is_reported_with_its_offset(corrupted: Path, profile: Path) -> None:
+    result = check("--tables", str(corrupted), "--cluster", "directory-of-two-brokers", "--json", "--no-docs",
+                   "--conf", str(profile))
+    doc = json.loads(result.stdout)
+    r = next(r for r in doc["results"] if r["expectation"] == "I6.replay_refused")
+    assert r["sample"][0]["offset"] == 33 and "already assigned to broker 1" in r["sample"][0]["message"]
+
+
+def test_fail_on_decides_the_exit_code(corrupted: Path, profile: Path) -> None:
+    stuck = ["--tables", str(corrupted), "--cluster", "stuck-unassigned", "--conf", str(profile), "--no-docs"]
+    assert check(*stuck).exit_code == 0  # a warning
+    assert check(*stuck, "--fail-on", "warning").exit_code == 1
+    leader = ["--tables", str(corrupted), "--cluster", "leader-on-offline-dir", "--conf", str(profile), "--no-docs"]
+    assert check(*leader, "--fail-on", "never").exit_code == 0
+
+
+def test_all_clusters_by_default_and_suites_by_name(corrupted: Path, profile: Path) -> None:
+    result = check("--tables", str(corrupted), "--conf", str(profile), "--json", "--no-docs", "--suite", "semantic")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert {r["clusterId"] for r in doc["results"]} == set(BAD_LOG_VERDICTS)
+    assert {r["suite"] for r in doc["results"]} == {"semantic"} and doc["suites"] == ["semantic"]
+    assert {(r["clusterId"], r["expectation"]) for r in doc["results"] if r["status"] == "failed"} == {
+        ("leader-on-offline-dir", "I14.leader_acceptable")}
+
+
+def test_bad_input_exits_2(demo: Path, tmp_path: Path) -> None:
+    assert check("--tables", str(tmp_path / "nothing")).exit_code == EXIT_INPUT
+    result = check("--tables", str(demo), "--cluster", "nope", "--no-docs")
+    assert result.exit_code == EXIT_INPUT and "not in" in result.output
+    result = check("--tables", str(demo), "--suite", "everything", "--no-docs")
+    assert result.exit_code == EXIT_INPUT and "quality.suites" in result.output
+    result = check("--tables", str(demo), "--engine", "dask", "--no-docs")
+    assert result.exit_code == EXIT_INPUT and "quality.engine" in result.output

@@ -1,0 +1,249 @@
+"""The readers of pipelines.lakehouse.tables without Spark (tables written by the job's operator and Delta writer, as
+in the data-quality tests): plain Arrow types, the log as LogEntry values from the records table (times, aborted
+transactions, snapshots, offsets before the start), the cluster checks, and the dir_inventory table (loading,
+replacing a node's disks, the join with replica_assignments)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+from test_quality_support import DEMO, SYNTHETIC, write_lakehouse
+
+from jbod_model.errors import InputError
+from jbod_model.image_json import image_to_json
+from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, inventory, to_text
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, TopicRecord
+from jbod_model.replay import replay_entries
+from jbod_model.report import DirLocation, build_report
+from jbod_model.simulator.churn import churn_log
+from jbod_model.stream import load_jsonl
+from jbod_model.uuid import Uuid
+from pipelines.config.profiles import MaintenanceSettings
+from pipelines.lakehouse.maintenance import maintain
+from pipelines.lakehouse.tables import (
+    DIR_INVENTORY,
+    VERSIONED,
+    DeltaRsWriter,
+    as_of_image,
+    dir_inventory_rows,
+    directory_paths,
+    load_dir_inventory,
+    log_entries,
+    read_table,
+    replica_assignments_with_paths,
+    resolve_cluster,
+    table_schemas,
+)
+from pipelines.report.load import load_from_records
+from pipelines.report.render import report_to_json
+
+CLUSTER = "JbodDemoCluster0000001"
+DEMO_DIRS = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "demo-log-dirs"
+
+
+def _log_with_an_aborted_transaction() -> list[LogEntry]:
+    """The synthetic log (a committed transaction among its records, batch times) and then a transaction that
+    creates a topic and is aborted, each record a batch of its own."""
+    log = [e for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
+    last = log[-1]
+    records = [BeginTransactionRecord(name="t"), TopicRecord(name="never", topic_id=Uuid(7, 7)),
+               AbortTransactionRecord(reason="test")]
+    return [*log, *(LogEntry(offset=last.offset + i, record=r, batch_base_offset=last.offset + i, leader_epoch=1,
+                             timestamp=(last.timestamp or 0) + 1000 * i) for i, r in enumerate(records, start=1))]
+
+
+def test_readers_hand_out_the_tables_own_types(tmp_path: Path) -> None:
+    write_lakehouse(tmp_path, "c", load_jsonl(DEMO), input_kind="jsonl")
+    for name in ("records", "partitions", "replica_assignment_history"):
+        got = read_table(tmp_path, name)
+        assert [f.type for f in got.schema] == [f.type for f in table_schemas()[name]], name
+    records = read_table(tmp_path, "records")
+    # delta-rs scans strings as string_view: pyarrow has no kernel comparing it with a plain string, nor joins on it.
+    assert records.filter(pc.field("type") == "PARTITION_RECORD").num_rows == 5
+    partitions = read_table(tmp_path, "partitions", columns=["topic_id", "partition_id"])
+    assert partitions.join(pa.table({"topic_id": partitions.column("topic_id").unique()}), "topic_id").num_rows == 5
+    directories = read_table(tmp_path, "partitions").column("directories").combine_chunks().flatten()
+    assert pc.sum(pc.equal(directories, "Y8UXxSTrSB2pCc9s439Vkw")).as_py() == 3
+
+
+def test_the_log_read_back_is_the_log_written(tmp_path: Path) -> None:
+    log = _log_with_an_aborted_transaction()
+    assert any(e.timestamp for e in log)
+    write_lakehouse(tmp_path, "c", log, batch_size=17)
+    base, entries = log_entries(tmp_path, "c")
+    # Every record in offset order, with its batch, epoch and time (ms) — the aborted ones too, in their place.
+    assert base is None and list(entries) == log
+    from_tables = load_from_records(log_entries(tmp_path, "c")[1])
+    replayed = load_from_records(log)
+    assert (report_to_json(build_report(from_tables.image, history=from_tables.history))
+            == report_to_json(build_report(replayed.image, history=replayed.history)))
+    assert image_to_json(from_tables.image) == as_of_image(tmp_path, "c")
+
+
+def test_as_of_an_offset_inside_a_transaction_leaves_it_pending(tmp_path: Path) -> None:
+    log = _log_with_an_aborted_transaction()
+    write_lakehouse(tmp_path, "c", log)
+    begin = next(e.offset for e in log if isinstance(e.record, BeginTransactionRecord) and e.offset > log[-4].offset)
+    for n in (begin, begin + 1, begin + 2, log[0].offset + 20):
+        _base, entries = log_entries(tmp_path, "c", n)
+        got = list(entries)
+        assert got == [e for e in log if e.offset <= n]
+        image = replay_entries(got)
+        assert image_to_json(image) == image_to_json(replay_entries(e for e in log if e.offset <= n))
+        assert image_to_json(image) == as_of_image(tmp_path, "c", n)
+    assert "never" not in {t.name for t in replay_entries(log_entries(tmp_path, "c")[1]).topics.by_id.values()}
+
+
+def test_appended_rows_read_as_the_model_before_and_after_maintain_folds_them(tmp_path: Path) -> None:
+    # Small batches: many keys change across batches, so the stored tables hold superseded rows, open-ended
+    # versions a later row ends, and removal rows until `jbod maintain` folds them (docs/tables.md "Writes").
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=60)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "c", log, batch_size=5)
+    every = sorted({e.offset for e in log})
+    offsets = sorted({*every[::4], every[-1]})
+    want = {n: image_to_json(replay_entries(e for e in log if e.offset <= n)) for n in offsets}
+    names = sorted(VERSIONED)
+    before = {name: sorted(map(repr, read_table(tmp_path, name).to_pylist())) for name in names}
+    for n in offsets:
+        assert as_of_image(tmp_path, "c", n) == want[n], n
+    run = maintain(tmp_path, MaintenanceSettings(), only=names)
+    assert run.ok and sum(t.rows_folded for t in run.tables) > 0
+    assert {name: sorted(map(repr, read_table(tmp_path, name).to_pylist())) for name in names} == before
+    for n in offsets:
+        assert as_of_image(tmp_path, "c", n) == want[n], n
+    assert sum(t.rows_folded for t in maintain(tmp_path, MaintenanceSettings(), only=names).tables) == 0
+
+
+def test_a_log_starting_at_a_snapshot_is_read_from_it(tmp_path: Path) -> None:
+    log = [e for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
+    end = log[len(log) // 2].offset
+    before, after = [e for e in log if e.offset < end], [e for e in log if e.offset >= end]
+    write_lakehouse(tmp_path, "s", after, snapshot=(replay_entries(before).to_records(), end))
+    base, entries = log_entries(tmp_path, "s")
+    assert base is not None and base.last_offset == end - 1 and base.same_state(replay_entries(before))
+    assert list(entries) == after
+    base, entries = log_entries(tmp_path, "s", end - 1)
+    assert base is not None and list(entries) == []
+    with pytest.raises(InputError, match=f"from the snapshot at offset {end - 1}"):
+        log_entries(tmp_path, "s", end - 2)
+
+
+def test_clusters_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is not a Delta table"):
+        resolve_cluster(tmp_path, None)
+    DeltaRsWriter(tmp_path, "test").ensure_tables()
+    with pytest.raises(InputError, match="holds no cluster yet"):
+        resolve_cluster(tmp_path, "c")
+    write_lakehouse(tmp_path, "a", load_jsonl(DEMO), input_kind="jsonl")
+    write_lakehouse(tmp_path, "b", load_jsonl(DEMO), input_kind="jsonl")
+    with pytest.raises(InputError, match=r"cluster 'z' is not in .* \(clusters: a, b\)"):
+        resolve_cluster(tmp_path, "z")
+    with pytest.raises(InputError, match="holds 2 clusters"):
+        log_entries(tmp_path)
+    assert resolve_cluster(tmp_path, "b") == "b"
+
+
+def _disk(root: Path, rel: str, meta: MetaProperties) -> None:
+    (root / rel).mkdir(parents=True)
+    (root / rel / "meta.properties").write_text(to_text(meta))
+
+
+def _inventory_rows(tables: Path) -> list[tuple[object, ...]]:
+    rows = read_table(tables, DIR_INVENTORY).to_pylist()
+    return sorted((r["cluster_id"], r["node_id"] if r["node_id"] is not None else -1, r["path"], r["directory_id"],
+                   r["read_from"], tuple((f["severity"], f["message"][:20]) for f in r["findings"])) for r in rows)
+
+
+def test_loading_an_inventory_replaces_the_nodes_it_covers(tmp_path: Path) -> None:
+    tables, disks = tmp_path / "tables", tmp_path / "disks"
+    a, b, c, d = (Uuid(1, n) for n in range(1, 5))
+    v1 = MetaPropertiesVersion.V1
+    _disk(disks / "b1", "mnt/d1", MetaProperties(v1, cluster_id="c1", node_id=1, directory_id=a))
+    _disk(disks / "b2", "mnt/d1", MetaProperties(v1, cluster_id="c1", node_id=2, directory_id=b))
+    _disk(disks / "b2", "mnt/d2", MetaProperties(v1, cluster_id="c1", node_id=2))  # no directory.id yet
+    _disk(disks / "other", "mnt/d1", MetaProperties(v1, cluster_id="c2", node_id=1, directory_id=d))
+    load_dir_inventory(tables, inventory([disks / "other"], as_root=True))
+    first = inventory([disks / "b1", disks / "b2"], as_root=True)
+    assert load_dir_inventory(tables, first, loaded_at_ms=1000) == {"c1": 3}
+    rows = _inventory_rows(tables)
+    assert [(r[0], r[1], r[2]) for r in rows] == [("c1", 1, "/mnt/d1"), ("c1", 2, "/mnt/d1"), ("c1", 2, "/mnt/d2"),
+                                                  ("c2", 1, "/mnt/d1")]
+    assert rows[2][5] == (("warning", "No directory.id in /"),) and rows[2][4] == str(disks / "b2" / "mnt" / "d2")
+
+    # The same inventory again: the same rows (one more commit; only loaded_at moves).
+    version = DeltaTable(str(tables / DIR_INVENTORY)).version()
+    load_dir_inventory(tables, first, loaded_at_ms=2000)
+    assert _inventory_rows(tables) == rows and DeltaTable(str(tables / DIR_INVENTORY)).version() == version + 1
+    assert {r["loaded_at"].timestamp() for r in read_table(tables, DIR_INVENTORY, "cluster_id = 'c1'").to_pylist()} \
+        == {2.0}
+
+    # Broker 2 again, its d1 replaced by a new disk and d2 gone: node 1 and the other cluster stay as they were.
+    (disks / "b2" / "mnt" / "d1" / "meta.properties").write_text(
+        to_text(MetaProperties(v1, cluster_id="c1", node_id=2, directory_id=c)))
+    (disks / "b2" / "mnt" / "d2" / "meta.properties").unlink()
+    (disks / "b2" / "mnt" / "d2").rmdir()
+    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True), loaded_at_ms=3000)
+    current = read_table(tables, DIR_INVENTORY, "retired_at IS NULL").to_pylist()
+    assert sorted((r["cluster_id"], r["node_id"], r["path"], r["directory_id"]) for r in current) == [
+        ("c1", 1, "/mnt/d1", str(a)), ("c1", 2, "/mnt/d1", str(c)), ("c2", 1, "/mnt/d1", str(d))]
+    # The replaced disk's old id and the removed disk are retired, not forgotten: the metadata's history still
+    # names the old id (the replicas that went offline on it), so it keeps its path.
+    retired = read_table(tables, DIR_INVENTORY, "retired_at IS NOT NULL").to_pylist()
+    assert sorted((r["node_id"], r["path"], r["directory_id"], r["retired_at"].timestamp()) for r in retired) == [
+        (2, "/mnt/d1", str(b), 3.0), (2, "/mnt/d2", None, 3.0)]
+    paths = directory_paths(tables, "c1")
+    assert paths is not None
+    assert (paths.get(c), paths.get(b)) == (DirLocation(2, "/mnt/d1"), DirLocation(2, "/mnt/d1"))
+    assert [(r.node_id, r.path) for r in dir_inventory_rows(tables, "c1") or []] == [(1, "/mnt/d1"), (2, "/mnt/d1")]
+    # Loading it again retires nothing more and keeps the retirement time; the old disk coming back is current.
+    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True), loaded_at_ms=4000)
+    assert {r["retired_at"].timestamp() for r in read_table(tables, DIR_INVENTORY, "retired_at IS NOT NULL")
+            .to_pylist()} == {3.0}
+    (disks / "b2" / "mnt" / "d1" / "meta.properties").write_text(
+        to_text(MetaProperties(v1, cluster_id="c1", node_id=2, directory_id=b)))
+    load_dir_inventory(tables, inventory([disks / "b2"], as_root=True), loaded_at_ms=5000)
+    back = read_table(tables, DIR_INVENTORY, f"directory_id = '{b}'").to_pylist()
+    assert [r["retired_at"] for r in back] == [None]
+    assert directory_paths(tables, "c3") is None and directory_paths(tmp_path / "none", "c1") is None
+
+
+def test_version_0_files_need_a_cluster_and_may_lack_a_node(tmp_path: Path) -> None:
+    tables, disks = tmp_path / "tables", tmp_path / "disks"
+    _disk(disks, "old", MetaProperties(MetaPropertiesVersion.V0, directory_id=Uuid(2, 2)))
+    inv = inventory([disks])
+    with pytest.raises(InputError, match=r"no cluster\.id .* --cluster-id"):
+        load_dir_inventory(tables, inv)
+    assert load_dir_inventory(tables, inv, cluster_id="legacy") == {"legacy": 1}
+    load_dir_inventory(tables, inv, cluster_id="legacy")  # the null node id keys the row too: no duplicate
+    rows = read_table(tables, DIR_INVENTORY).to_pylist()
+    assert [(r["cluster_id"], r["node_id"], r["path"]) for r in rows] == [("legacy", None, str(disks / "old"))]
+
+
+def test_replica_assignments_joined_with_the_inventory(tmp_path: Path) -> None:
+    write_lakehouse(tmp_path, CLUSTER, load_jsonl(DEMO), input_kind="jsonl")
+    # Brokers 1 and 2 only: broker 3's replicas have no path.
+    load_dir_inventory(tmp_path, inventory([DEMO_DIRS / "broker-1", DEMO_DIRS / "broker-2"], as_root=True))
+    rows = replica_assignments_with_paths(tmp_path).to_pylist()
+    assert len(rows) == 15
+    assert {(r["broker_id"], r["node_id"], r["path"]) for r in rows} == {
+        (1, 1, "/mnt/d1"), (1, 1, "/mnt/d2"), (2, 2, "/mnt/d1"), (2, 2, "/mnt/d2"), (3, None, None)}
+    assert {r["path"] for r in rows if r["offline"]} == {"/mnt/d1"}
+    as_of = replica_assignments_with_paths(tmp_path, CLUSTER, as_of_offset=20).to_pylist()
+    assert {r["valid_from_offset"] <= 20 for r in as_of} == {True}
+    placed = {(r["topic_id"], r["partition_id"], r["broker_id"]): r["path"] for r in as_of}
+    assert any(p is None for p in placed.values()) and any(p is not None for p in placed.values())
+
+
+def test_times_survive_the_round_trip_to_microseconds(tmp_path: Path) -> None:
+    log = [dataclasses.replace(e, timestamp=1_700_000_000_000 + 7 * e.offset)
+           for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "c", log)
+    stamps = read_table(tmp_path, "records", columns=["offset", "timestamp"]).to_pylist()
+    assert {r["timestamp"].timestamp() for r in stamps if r["offset"] == 0} == {1_700_000_000.0}
+    assert [e.timestamp for e in log_entries(tmp_path, "c")[1]] == [e.timestamp for e in log]

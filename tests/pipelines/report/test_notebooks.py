@@ -1,0 +1,90 @@
+"""The notebooks run, top to bottom, on a small scenario (nbclient), so they cannot rot; and they are committed
+with their outputs stripped. They run through :func:`pipelines.report.notebooks.run_notebook` — what ``jbod notebook``
+calls — with ``WORKDIR`` pointed at a temporary folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from typer.testing import CliRunner
+
+from jbod_model.errors import InputError
+from pipelines.cli import app
+from pipelines.report.notebooks import (
+    INJECTED_TAG,
+    declared_params,
+    find_notebook,
+    inject_params,
+    notebooks,
+    parse_params,
+    run_notebook,
+)
+
+NOTEBOOKS = notebooks()
+
+
+def test_there_are_notebooks() -> None:
+    assert len(NOTEBOOKS) >= 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_committed_without_outputs(path: Path) -> None:
+    book = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in book.cells if c.cell_type == "code")
+    assert sum("parameters" in c.metadata.get("tags", []) for c in book.cells) == 1
+    assert "WORKDIR" in declared_params(book)
+
+
+def test_params_parse_literals_and_bare_strings() -> None:
+    assert parse_params(["SEED=7", "TABLES=lakehouse", "FLAG=True", "NAME='x y'", "EMPTY="]) == {
+        "SEED": 7, "TABLES": "lakehouse", "FLAG": True, "NAME": "x y", "EMPTY": ""}
+    with pytest.raises(InputError, match="NAME=VALUE"):
+        parse_params(["no-equals"])
+    with pytest.raises(InputError, match="NAME=VALUE"):
+        parse_params(["1x=2"])
+
+
+def test_injected_cell_follows_the_parameters_cell_and_unknown_names_are_refused() -> None:
+    book = nbformat.read(NOTEBOOKS[0], as_version=4)
+    index = next(i for i, c in enumerate(book.cells) if "parameters" in c.metadata.get("tags", []))
+    inject_params(book, {"SEED": 3})
+    injected = book.cells[index + 1]
+    assert injected.metadata["tags"] == [INJECTED_TAG]
+    assert injected.source == "SEED = 3"
+    with pytest.raises(InputError, match="unknown notebook parameter"):
+        inject_params(book, {"SEDE": 3})
+
+
+def test_find_notebook_by_prefix_and_errors() -> None:
+    assert find_notebook("02").stem.startswith("02-")
+    assert find_notebook(str(NOTEBOOKS[0])) == NOTEBOOKS[0]
+    with pytest.raises(InputError, match="matches none"):
+        find_notebook("99")
+    with pytest.raises(InputError, match="matches several"):
+        find_notebook("0")
+
+
+def test_cli_lists_notebooks_and_refuses_a_bad_parameter(tmp_path: Path) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(app, ["notebook"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    for path in NOTEBOOKS:
+        assert path.stem in listed.output
+    bad = runner.invoke(app, ["notebook", "01", "--param", "NOPE=1", "--out", str(tmp_path / "x.ipynb")])
+    assert bad.exit_code == 2
+    assert "unknown notebook parameter" in bad.output
+    assert not (tmp_path / "x.ipynb").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes(path: Path, tmp_path: Path) -> None:
+    out = tmp_path / f"{path.stem}.ipynb"
+    result = run_notebook(path, {"WORKDIR": str(tmp_path / "work")}, out, cwd=tmp_path, timeout=900)
+    assert result.plots >= 2, "each notebook shows at least two plots"
+    book = nbformat.read(out, as_version=4)
+    errors = [o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert errors == []
+    assert any(INJECTED_TAG in c.metadata.get("tags", []) for c in book.cells)

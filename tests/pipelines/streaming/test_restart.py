@@ -1,0 +1,110 @@
+"""Exactly once across restarts: a job stopped mid-stream — between runs while the log grows, or killed in the middle
+of writing a micro-batch's tables — and restarted from its checkpoint leaves tables identical to one uninterrupted
+run over the whole log."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from spark_support import assert_tables_match_model, snapshot_tables, step_offsets
+
+from jbod_model.errors import JbodError
+from jbod_model.records.entry import group_batches
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_metadata_dir
+from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
+from jbod_model.storage.log_writer import encode_batch
+from pipelines.lakehouse.tables import DeltaRsWriter, TableWriter
+from pipelines.streaming.job import run_job
+
+SPEC = ChurnSpec(seed=3, operations=50)
+
+
+def test_restart_while_the_log_grows(spark: SparkSession, tmp_path: Path) -> None:
+    entries = churn_log(SPEC)
+    batches = list(group_batches(entries))
+    first, second, third = batches[: len(batches) // 3], batches[len(batches) // 3: 2 * len(batches) // 3], \
+        batches[2 * len(batches) // 3:]
+    node = tmp_path / "in" / "node-1"
+    write_metadata_dir(node, [e for b in first for e in b], cluster_id="grow")
+    segment = node / METADATA_PARTITION_DIR / segment_file_name(0)
+    tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
+
+    # Run 1 sees the first third plus half a batch still being written: it must stop before the torn batch.
+    torn = encode_batch(second[0], leader_epoch=1, timestamp=second[0][0].timestamp)
+    with segment.open("ab") as f:
+        f.write(torn[: len(torn) // 2])
+    run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
+    # Run 2: the torn batch completed, the active segment grew, then a new segment was rolled.
+    with segment.open("r+b") as f:
+        f.truncate(segment.stat().st_size - len(torn) // 2)
+    append_to_segment(segment, [e for b in second for e in b])
+    write_segment_at = node / METADATA_PARTITION_DIR / segment_file_name(third[0][0].offset)
+    write_segment_at.write_bytes(b"")
+    append_to_segment(write_segment_at, [e for b in third for e in b])
+    run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
+    # Run 3: nothing new — nothing written twice.
+    summary = run_job([tmp_path / "in"], tables, checkpoint, spark=spark)
+    assert sum(b.rows for b in summary.batches) == 0
+
+    uninterrupted = tmp_path / "tables-once"
+    run_job([tmp_path / "in"], uninterrupted, tmp_path / "checkpoint-once", spark=spark)
+    assert snapshot_tables(tables) == snapshot_tables(uninterrupted)
+    assert_tables_match_model(tables, [node], "grow", step_offsets(entries, limit=15))
+
+
+class _CrashingWriter:
+    """A Delta writer that dies after writing ``after`` tables of micro-batch ``batch`` — once."""
+
+    crashed = False
+
+    def __init__(self, inner: DeltaRsWriter, batch: int, after: int) -> None:
+        self.inner, self.batch, self.after = inner, batch, after
+
+    def ensure_tables(self) -> None:
+        self.inner.ensure_tables()
+
+    def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        if batch_id != self.batch or _CrashingWriter.crashed:
+            return self.inner.write_batch(batch_id, rows)
+        # Write a few tables for real, then die as if the driver was killed mid-batch.
+        plan_tables: list[str] = []
+        original = self.inner._append
+
+        def counting_append(name: str, table: Any, bid: int) -> int:
+            plan_tables.append(name)
+            if len(plan_tables) > self.after:
+                _CrashingWriter.crashed = True
+                raise RuntimeError("killed mid-batch")
+            return original(name, table, bid)
+
+        self.inner._append = counting_append  # type: ignore[method-assign]
+        try:
+            return self.inner.write_batch(batch_id, rows)
+        finally:
+            self.inner._append = original  # type: ignore[method-assign]
+
+
+def test_a_crash_in_the_middle_of_a_batch_writes_nothing_twice(spark: SparkSession, tmp_path: Path) -> None:
+    entries = churn_log(SPEC)
+    node = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="crash", records_per_segment=40)
+    tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
+
+    def crashing(app_id: str) -> TableWriter:
+        return _CrashingWriter(DeltaRsWriter(tables, app_id), batch=2, after=2)
+
+    _CrashingWriter.crashed = False
+    with pytest.raises(JbodError, match="killed mid-batch"):
+        run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20,
+                writer_factory=crashing)
+    assert _CrashingWriter.crashed
+    run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
+
+    uninterrupted = tmp_path / "tables-once"
+    run_job([tmp_path / "in"], uninterrupted, tmp_path / "checkpoint-once", spark=spark)
+    assert snapshot_tables(tables) == snapshot_tables(uninterrupted)
+    assert_tables_match_model(tables, [node], "crash", step_offsets(entries, limit=15))

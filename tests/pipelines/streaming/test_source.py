@@ -1,0 +1,272 @@
+"""The streaming source without Spark: discovery and cluster ids, offsets and caps, growing inputs, snapshots."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jbod_model.errors import DecodeError, InputError
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import NoOpRecord
+from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, corrupt_batch, write_jsonl_file, write_metadata_dir
+from jbod_model.storage.files import METADATA_PARTITION_DIR
+from jbod_model.storage.log_reader import iter_batches
+from jbod_model.stream import entry_to_line
+from pipelines.streaming.codec import row_to_entry
+from pipelines.streaming.source import (
+    SourceConfig,
+    SourcePlanner,
+    available_offsets,
+    checkpointed_offsets,
+    discover,
+    read_range,
+    source_options,
+)
+
+ENTRIES = churn_log(ChurnSpec(seed=5, operations=20))
+
+
+def _planner(paths: list[Path], **kw: object) -> SourcePlanner:
+    return SourcePlanner(SourceConfig.from_options(source_options(paths, **kw)))  # type: ignore[arg-type]
+
+
+def _read_all(planner: SourcePlanner, start: dict[str, dict[str, int]] | None = None,
+              ) -> list[tuple[str, int | None]]:
+    """Drive the planner like Spark: latest → plan → read, until nothing is new."""
+    out = []
+    start = {} if start is None else start
+    for _ in range(1000):
+        end = planner.latest()
+        plan = planner.plan(start, end)
+        if not plan:
+            return out
+        for ci, s, e in plan:
+            out += [(r.kind, r.offset) for r in read_range(ci, s, e)]
+        start.clear()
+        start.update(end)
+    raise AssertionError("the source never caught up")
+
+
+def test_cluster_ids_come_from_meta_properties_then_options_then_names(tmp_path: Path) -> None:
+    write_metadata_dir(tmp_path / "a" / "n1", ENTRIES, cluster_id="alpha")
+    write_metadata_dir(tmp_path / "a" / "n2", ENTRIES, cluster_id="alpha", node_id=2)
+    write_jsonl_file(tmp_path / "b" / "beta.jsonl", ENTRIES)
+    (tmp_path / "b" / "NOTES.txt").write_text("not an input\n")
+    found = discover([tmp_path])
+    assert [(c.cluster_id, c.kind, len(c.paths)) for c in found] == [("alpha", "log", 2), ("beta", "jsonl", 1)]
+    renamed = discover([tmp_path / "b"], cluster_ids={str(tmp_path / "b" / "beta.jsonl"): "gamma"})
+    assert [c.cluster_id for c in renamed] == ["gamma"]
+    with pytest.raises(InputError, match="neither"):
+        discover([tmp_path / "b" / "NOTES.txt"])
+
+
+def test_options_are_read_case_insensitively() -> None:
+    config = SourceConfig.from_options({k.lower(): v for k, v in
+                                        source_options(["/x"], max_entries_per_batch=3, cluster_id="c").items()})
+    assert config.max_entries == 3 and config.cluster_id == "c"
+
+
+def test_capped_micro_batches_read_every_record_once(tmp_path: Path) -> None:
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=9)
+    rows = _read_all(_planner([node], max_entries_per_batch=4))
+    assert rows == [("record", e.offset) for e in ENTRIES]
+
+
+def test_jsonl_lines_are_read_as_they_are_completed(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    lines = [entry_to_line(LogEntry(offset=i, record=NoOpRecord())) for i in range(5)]
+    path.write_text("\n".join(lines[:3]) + "\n" + lines[3][:10])  # the fourth line is being written
+    planner = _planner([path], max_entries_per_batch=2)
+    position: dict[str, dict[str, int]] = {}
+    assert [o for _, o in _read_all(planner, position)] == [0, 1, 2]
+    path.write_text("\n".join(lines) + "\n")
+    assert [o for _, o in _read_all(planner, position)] == [3, 4]
+    assert position["c"]["seq"] == 5
+
+
+def test_a_truncated_log_starts_from_a_snapshot(tmp_path: Path) -> None:
+    probe = write_metadata_dir(tmp_path / "probe", ENTRIES, cluster_id="c", records_per_segment=20)
+    cut = sorted(int(s.stem) for s in (probe / METADATA_PARTITION_DIR).glob("*.log"))[1]
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=20, snapshot_at=cut)
+    part = node / METADATA_PARTITION_DIR
+    # Kafka deleted the segments before the snapshot: the log now starts at its end offset.
+    for segment in sorted(part.glob("*.log")):
+        if int(segment.stem) < cut:
+            segment.unlink()
+    rows = _read_all(_planner([node], max_entries_per_batch=5))
+    snapshot = [o for k, o in rows if k == "snapshot"]
+    assert snapshot and rows[: len(snapshot)] == [("snapshot", o) for o in snapshot]
+    assert [o for k, o in rows if k == "record"] == [e.offset for e in ENTRIES if e.offset >= cut]
+
+
+def test_rows_decode_into_the_entries_read(tmp_path: Path) -> None:
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
+    ci = discover([node])[0]
+    rows = list(read_range(ci, {"next": -1, "snap": -1}, {"next": len(ENTRIES), "snap": -1}))
+    decoded = [row_to_entry(dataclasses.asdict(r)) for r in rows]
+    assert [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in decoded] == \
+        [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in ENTRIES]
+
+
+def test_a_restarted_reader_finds_its_start_in_the_checkpoint(tmp_path: Path) -> None:
+    offsets = tmp_path / "ckpt" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{"batchWatermarkMs":0}\n' + json.dumps({"c": {"next": 5, "snap": -1}}) + "\n")
+    (offsets / "1").write_text('v1\n{"batchWatermarkMs":0}\n' + json.dumps({"c": {"next": 9, "snap": -1}}) + "\n")
+    assert checkpointed_offsets(str(tmp_path / "ckpt")) == {"c": {"next": 9, "snap": -1}}
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
+    planner = _planner([node], max_entries_per_batch=3, checkpoint=tmp_path / "ckpt")
+    assert planner.latest() == {"c": {"next": 12, "snap": -1}}
+
+
+def test_end_offsets_stop_the_stream_where_the_run_began(tmp_path: Path) -> None:
+    """AvailableNow for a source without admission control: offsets past ``endOffsets`` are left for the next run,
+    and a cluster that appears after the run began is not read."""
+    node = write_metadata_dir(tmp_path / "in" / "n", ENTRIES[:30], cluster_id="c")
+    options = source_options([tmp_path / "in"], max_entries_per_batch=8)
+    end = available_offsets(options)
+    assert end == {"c": {"next": 30, "snap": -1}}
+    write_jsonl_file(tmp_path / "in" / "late.jsonl", ENTRIES[:5])
+    planner = SourcePlanner(SourceConfig.from_options({**options, "endOffsets": json.dumps(end)}))
+    # The log grows after the run began: the run still stops at offset 30.
+    append_to_segment(next((node / METADATA_PARTITION_DIR).glob("*.log")), ENTRIES[30:])
+    rows = _read_all(planner)
+    assert [o for _, o in rows] == list(range(30))
+
+
+def _retention(tmp_path: Path, first_run_until: int, snapshot_at: int | None, log_start: int,
+               ) -> tuple[Path, dict[str, dict[str, int]]]:
+    """A stream that read offsets ``< first_run_until``; then the cluster went on, Kafka wrote a snapshot at
+    ``snapshot_at`` and deleted the segments before ``log_start`` (metadata.max.retention.ms): the log dir as it is
+    when the job comes back, and the stream's position."""
+    node = tmp_path / "n"
+    write_metadata_dir(node, [e for e in ENTRIES if e.offset < first_run_until], cluster_id="c")
+    position: dict[str, dict[str, int]] = {}
+    assert [o for _, o in _read_all(_planner([node]), position)] == list(range(first_run_until))
+    shutil.rmtree(node)
+    write_metadata_dir(node, ENTRIES, cluster_id="c", records_per_segment=10, snapshot_at=snapshot_at)
+    for segment in (node / METADATA_PARTITION_DIR).glob("*.log"):
+        if int(segment.stem) < log_start:
+            segment.unlink()
+    return node, position
+
+
+def _bases(tmp_path: Path) -> list[int]:
+    """The segment base offsets of ENTRIES written 10 records a segment."""
+    probe = write_metadata_dir(tmp_path / "probe", ENTRIES, cluster_id="c", records_per_segment=10)
+    bases = sorted(int(s.stem) for s in (probe / METADATA_PARTITION_DIR).glob("*.log"))
+    assert len(bases) >= 4
+    return bases
+
+
+def test_a_stream_behind_the_log_start_re_bootstraps_from_the_snapshot_that_covers_the_gap(tmp_path: Path) -> None:
+    bases = _bases(tmp_path)
+    node, position = _retention(tmp_path, bases[1], snapshot_at=bases[3], log_start=bases[3])
+    assert sorted(int(s.stem) for s in (node / METADATA_PARTITION_DIR).glob("*.log"))[0] == bases[3]
+    planner = _planner([node], max_entries_per_batch=4)
+    planner.seen(position)  # a restarted query: its checkpoint says where it stands
+    rows = []
+    start = dict(position)
+    while (end := planner.latest()) != start:
+        for ci, s, e in planner.plan(start, end):
+            rows += list(read_range(ci, s, e))
+        start = end
+    assert start == {"c": {"next": len(ENTRIES), "snap": bases[3]}}
+    snapshot = [r for r in rows if r.kind == "snapshot"]
+    assert snapshot and rows[: len(snapshot)] == snapshot
+    # Every snapshot row says which offsets were never read: bases[1] .. the snapshot's end - 1.
+    assert {(r.gap_from, r.snapshot_end) for r in snapshot} == {(bases[1], bases[3])}
+    image = replay_entries([e for r in snapshot if isinstance(e := row_to_entry(dataclasses.asdict(r)), LogEntry)])
+    assert image.same_state(replay_entries([e for e in ENTRIES if e.offset < bases[3]]))
+    assert [r.offset for r in rows if r.kind == "record"] == [e.offset for e in ENTRIES if e.offset >= bases[3]]
+
+
+def test_a_stream_that_starts_from_a_snapshot_has_no_gap(tmp_path: Path) -> None:
+    bases = _bases(tmp_path)
+    node, _ = _retention(tmp_path, bases[1], snapshot_at=bases[3], log_start=bases[3])
+    rows = [r for ci in discover([node])
+            for r in read_range(ci, {"next": -1, "snap": -1}, {"next": len(ENTRIES), "snap": bases[3]})]
+    assert rows[0].kind == "snapshot" and {r.gap_from for r in rows} == {None}
+
+
+@pytest.mark.parametrize("snapshot_at", [None, "below the log start"])
+def test_a_gap_no_snapshot_covers_fails_naming_the_deleted_offsets_or_is_skipped(tmp_path: Path,
+                                                                                 snapshot_at: str | None) -> None:
+    bases = _bases(tmp_path)
+    # A snapshot the log does not continue from (it ends before the log's start) covers nothing.
+    node, position = _retention(tmp_path, bases[1], snapshot_at=None if snapshot_at is None else bases[2],
+                                log_start=bases[3])
+    for policy, cap in (("fail", None), ("skip", 3)):
+        planner = _planner([node], policy=policy, max_entries_per_batch=cap)
+        planner.seen(position)
+        start = dict(position)
+        rows = []
+        with contextlib.ExitStack() as stack:
+            if policy == "fail":
+                stack.enter_context(pytest.raises(DecodeError, match=rf"offsets {bases[1]}\.\.{bases[3] - 1} were "
+                                                  rf"deleted .* log now starts at offset {bases[3]}"))
+            while (end := planner.latest()) != start:
+                for ci, s, e in planner.plan(start, end):
+                    rows += list(read_range(ci, s, e, policy=policy))
+                start = end
+        if policy == "skip":
+            # The offsets no snapshot covers are skipped — reported once, whole, by a gap row although the reads
+            # are capped — and the rest is read once.
+            assert [(r.kind, r.offset) for r in rows] == [("gap", bases[1])] + [
+                ("record", e.offset) for e in ENTRIES if e.offset >= bases[3]]
+            gap = rows[0]
+            assert (gap.gap_from, gap.gap_last, gap.source) == (bases[1], bases[3] - 1, None)
+            assert gap.message is not None and "deleted" in gap.message and "no snapshot covers" in gap.message
+            assert start["c"]["snap"] == -1
+
+
+def _corrupt_mid_segment(node: Path, which: int) -> tuple[Path, int, int]:
+    """Corrupt a batch of several records inside segment ``which`` (neither its first nor its last batch)."""
+    segment = sorted((node / METADATA_PARTITION_DIR).glob("*.log"))[which]
+    batches = [b.header for b in iter_batches(segment)]
+    target = next(h for h in batches[1:-1] if h.last_offset > h.base_offset)
+    return corrupt_batch(node, target.base_offset)
+
+
+@pytest.mark.parametrize("which", [1, 0], ids=["closed segment", "active segment"])
+@pytest.mark.parametrize("cap", [None, 1, 4])
+def test_an_unreadable_batch_is_one_gap_row_under_skip_and_an_error_naming_it_under_fail(
+        tmp_path: Path, which: int, cap: int | None) -> None:
+    """A batch whose CRC fails in the middle of a segment: under ``skip`` every other record is read once and one
+    ``gap`` row names exactly its offsets and file, however the micro-batches cut it (a cap of 1 or 4 ends ranges
+    inside it); under ``fail`` the read stops naming the file, the byte and the offsets. In the active segment too:
+    the good batches after it show it is damaged, not being written."""
+    # "active segment": the log is one segment, so the damaged batch is in the one the tail scan polls.
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=20 if which else None)
+    segment, first, last = _corrupt_mid_segment(node, which)
+    planner = _planner([node], policy="skip", max_entries_per_batch=cap)
+    start: dict[str, dict[str, int]] = {}
+    rows = []
+    while (end := planner.latest()) != start:
+        for ci, s, e in planner.plan(start, end):
+            rows += list(read_range(ci, s, e, policy="skip"))
+        start = end
+    assert start["c"]["next"] == len(ENTRIES)
+    assert [(r.kind, r.offset) for r in rows] == [
+        ("gap", first) if e.offset == first else ("record", e.offset) for e in ENTRIES
+        if not first < e.offset <= last]
+    [gap] = [r for r in rows if r.kind == "gap"]
+    assert (gap.gap_from, gap.gap_last, gap.source) == (first, last, str(segment))
+    assert gap.message is not None and f"offsets {first}..{last} could not be read" in gap.message
+    assert "skipped" in gap.message and "may differ from Kafka's" in gap.message
+
+    planner = _planner([node], policy="fail", max_entries_per_batch=cap)
+    with pytest.raises(DecodeError, match=rf"offsets {first}\.\.{last} cannot be read from {segment} at byte \d+: "
+                                          "Record batch is corrupt"):
+        start = {}
+        while (end := planner.latest()) != start:
+            for ci, s, e in planner.plan(start, end):
+                list(read_range(ci, s, e, policy="fail"))
+            start = end

@@ -1,0 +1,112 @@
+"""The job on a real Spark cluster: a standalone master and one worker started from the pyspark package on loopback,
+the job run against it (in its own driver process: one SparkContext per process), tables compared with the model.
+Master and worker are stopped by their process ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+import pytest
+from spark_support import assert_tables_match_model, step_offsets
+
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(log.parent), "PYSPARK_PYTHON": sys.executable}
+    with log.open("wb") as out:
+        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    # spark-class execs the JVM in a session of its own: signal that process group (id = the process id).
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    logs = tmp_path_factory.mktemp("spark-logs")
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master = _start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                     "--webui-port", str(ui)], logs / "master.log")
+    worker = None
+    try:
+        _wait_for_port(port)
+        url = f"spark://127.0.0.1:{port}"
+        worker = _start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
+                         str(worker_ui), "--cores", "2", "--memory", "2g", "--work-dir", str(logs / "work"), url],
+                        logs / "worker.log")
+        _wait_for_port(worker_ui)
+        yield url
+    finally:
+        if worker is not None:
+            _stop(worker)
+        _stop(master)
+
+
+DRIVER = """
+import json, sys
+from pipelines.streaming.job import run_job
+summary = run_job(json.loads(sys.argv[1]), sys.argv[2], master=sys.argv[3], max_entries_per_batch=int(sys.argv[4]),
+                  conf={"spark.pyspark.python": sys.executable, "spark.executor.memory": "1g",
+                        "spark.sql.shuffle.partitions": "2"})
+print(json.dumps(summary.to_json()))
+"""
+
+
+@pytest.mark.slow
+def test_the_job_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> None:
+    log_entries = churn_log(ChurnSpec(seed=11, operations=40))
+    jsonl_entries = churn_log(ChurnSpec(seed=12, operations=30, brokers=4))
+    node = write_metadata_dir(tmp_path / "in" / "node-1", log_entries, cluster_id="on-cluster-log",
+                              records_per_segment=30)
+    jsonl = write_jsonl_file(tmp_path / "in" / "on-cluster-jsonl.jsonl", jsonl_entries)
+    tables = tmp_path / "tables"
+    done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps([str(tmp_path / "in")]), str(tables),
+                           standalone, "40"], capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {c["clusterId"] for c in summary["clusters"]} == {"on-cluster-log", "on-cluster-jsonl"}
+    assert summary["batches"] >= 2
+    # The JVM the job started wrote its own output (log4j, the Python workers' chatter) to a log, not to stderr.
+    driver_log = (tables / "_checkpoints" / "spark-driver.log").read_text()
+    assert "TransformWithStateInPandas" in driver_log and "TransformWithStateInPandas" not in done.stderr
+    assert_tables_match_model(tables, [node], "on-cluster-log", step_offsets(log_entries, limit=10))
+    assert_tables_match_model(tables, [jsonl], "on-cluster-jsonl", step_offsets(jsonl_entries, limit=10))
