@@ -40,7 +40,7 @@ from deltalake import write_deltalake
 from jbod_model.directory_id import UNASSIGNED
 from jbod_model.uuid import Uuid
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
-from pipelines.lakehouse.tables import table_schemas
+from pipelines.lakehouse.tables import stored_schemas
 from pipelines.quality import FRAMES, ExternalInputs, GxRunner, TableSet, checks_for, run_checks
 from pipelines.quality.frames import Build
 
@@ -74,7 +74,7 @@ class Log:
 
 
 def _write(root: Path, name: str, columns: dict[str, Any]) -> None:
-    schema = table_schemas()[name]
+    schema = stored_schemas()[name]
     n = len(next(iter(columns.values())))
     arrays = []
     for field in schema:

@@ -1,37 +1,25 @@
-"""What one micro-batch's MERGE costs as the tables grow (a benchmark, not a test).
+"""What one micro-batch's Delta writes cost as the tables grow (a benchmark, not a test).
 
-Builds ``replica_assignments`` and ``replica_assignment_history`` (the job's schemas, ``pipelines.lakehouse.tables``)
-holding ``N`` keys of one cluster — topics of 25 partitions, replication factor 3, random Kafka-style topic ids — in the
-layout a real run leaves: the bootstrap's big commits (``--bootstrap-rows`` rows a file, in snapshot order, which is
-random in ``topic_id``) plus a tail of small files from later micro-batches (``--tail-files``). The history table holds
-each key's open version and, for half of the keys, an older closed one. Then it times ``DeltaRsWriter.write_batch`` of a
-micro-batch touching ``--keys`` random existing keys (a new value for each: one current row updated, one history version
-closed and one inserted), three times, and reports the median seconds and the MERGE metrics delta-rs put into the commit
-(files scanned, skipped, rewritten). Every size is measured twice: as written, and after ``jbod maintain``
-(``pipelines.lakehouse.maintenance.maintain``).
+Builds ``replica_assignments`` and ``replica_assignment_history`` (the job's tables, ``pipelines.lakehouse.tables``)
+holding ``N`` keys of one cluster — topics of 25 partitions, replication factor 3, random Kafka-style topic ids — in
+the layout a real run leaves: the bootstrap's big commits (``--bootstrap-rows`` rows a file, in snapshot order, which
+is random in ``topic_id``) plus a tail of small files from later micro-batches (``--tail-files``). The history table
+holds each key's open version and, for half of the keys, an older closed one. Then it times
+``DeltaRsWriter.write_batch`` of a micro-batch touching ``--keys`` random existing keys (a new value for each),
+three times, and reports the median seconds, what the last commit did to each table (operation, rows copied from
+old files, files added and removed), and what reading the current state and the state as of an offset then costs.
+Every size is measured twice: as written, and after ``jbod maintain`` (``pipelines.lakehouse.maintenance.maintain``:
+folding and compaction). It also times the initial load: one batch creating ``--load-keys`` keys in empty tables.
 
-Run: ``python benchmarks/merge_benchmark.py [--sizes 10000 100000 1000000] [--keys 100] [--json]``.
+The tables are built from the schemas the writer creates, so the same script measures any version of the writer:
+run it with ``PYTHONPATH`` at an older checkout for the "before" numbers. An anchor in the same run (the machine is
+shared, timings are noisy): DuckDB updating the same keys of an in-memory table of the same ``N`` rows.
 
-Measured on this project's 2-core box (delta-rs 1.6.6), 100 keys a batch, median seconds per ``write_batch`` (both
-tables), as written / after ``jbod maintain``; "rewritten" is the rows the two MERGEs copied into new files:
+Run: ``python benchmarks/merge_benchmark.py [--sizes 100000 6000000] [--keys 100] [--json]``.
 
-| keys in table | streamed MERGE (before) | ``streamed_exec=False`` (after) | rows rewritten per batch |
-|---|---|---|---|
-| 10,000 | 0.069 / 0.064 s | 0.060 / 0.051 s | 25,000 (the whole tables) |
-| 100,000 | 0.333 / 0.177 s | 0.292 / 0.167 s | 240,000 |
-| 1,000,000 | 2.455 / 2.082 s | 1.744 / 1.514 s | 2,500,000 |
-
-(The "before" run shared the box with nothing; the "after" run with another test run, so the gain is if anything
-understated. In a 1M-row current table alone, z-ordered: 0.80-0.90 s streamed, 0.44 s not streamed.)
-
-What it shows: a batch costs the whole table, before and after. 100 random keys fall in every file (a snapshot
-lists topics in no id order, and Kafka topic ids are random), and delta-rs rewrites every file holding a matched row
-and writes the copy as one file, so after one batch the table is a single file rewritten by every later batch. No
-file is ever skipped: literal ``t.cluster_id = …`` / ``t.topic_id IN (…)`` conjuncts in the ON clause changed
-nothing, nor did z-ordering by ``topic_id, partition_id`` with small files plus ``delta.targetFileSize`` (the 100 keys
-still hit all of them). ``streamed_exec=False`` only makes the join cheaper (an early filter derived from the
-source's key values). The ``num_target_files_scanned``/``…_skipped_during_scan`` metrics of delta-rs 1.6 are not
-reliable here (at 1M they say 0 scanned, 47 skipped while every file was rewritten): read ``num_target_rows_copied``.
+Measured on this project's 2-core box (delta-rs 1.6.6, shared with other jobs), 100 keys a batch, median seconds
+per ``write_batch`` (both tables); numbers and the analysis are in docs/state-design.md ("Cost of a batch's
+writes").
 """
 
 from __future__ import annotations
@@ -44,15 +32,17 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from pipelines.config.profiles import MaintenanceSettings
 from pipelines.lakehouse.maintenance import maintain
-from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter
+from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, read_table
 
 CLUSTER = "bench"
 PARTITIONS_PER_TOPIC = 25
@@ -79,17 +69,24 @@ def _keys(n: int, rng: random.Random) -> list[tuple[str, int, int]]:
 
 
 def _columns(keys: list[tuple[str, int, int]], schema: pa.Schema, extra: dict[str, Any]) -> pa.Table:
+    """Rows of ``keys`` in ``schema`` — the table's schema as stored, whatever the writer's layout (a column this
+    script does not know, such as the append-only layout's ``removed``, is false)."""
     n = len(keys)
     values: dict[str, Any] = {
         "cluster_id": [CLUSTER] * n, "topic_id": [k[0] for k in keys], "partition_id": [k[1] for k in keys],
         "broker_id": [k[2] for k in keys], "topic_name": [f"topic-{k[0][:6]}" for k in keys],
         "directory": [f"dir-{k[2]}-{k[1] % 3}" for k in keys], "directory_state": ["ASSIGNED"] * n,
         "offline": [False] * n, "offline_reason": [None] * n, **extra}
-    return pa.table({f.name: pa.array(values[f.name], f.type) for f in schema}, schema=schema)
+    return pa.table({f.name: pa.array(values[f.name], f.type) if f.name in values else pa.array([False] * n, f.type)
+                     for f in schema}, schema=schema)
 
 
 def _times(n: int, value: int | None) -> pa.Array:
     return pa.array([value] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _stored_schema(path: Path) -> pa.Schema:
+    return pa.schema(DeltaTable(str(path)).schema().to_arrow())
 
 
 def build(root: Path, n: int, bootstrap_rows: int, tail_files: int, rng: random.Random) -> list[tuple[str, int, int]]:
@@ -98,20 +95,21 @@ def build(root: Path, n: int, bootstrap_rows: int, tail_files: int, rng: random.
     current = root / "replica_assignments"
     history = root / "replica_assignment_history"
     DeltaRsWriter(root, "bench-build").ensure_tables()
+    current_schema, history_schema = _stored_schema(current), _stored_schema(history)
     tail = min(len(keys) // 2, tail_files * 300)
     head = len(keys) - tail
     chunks = [keys[i:min(i + bootstrap_rows, head)] for i in range(0, head, bootstrap_rows)]
     chunks += [keys[i:i + 300] for i in range(head, len(keys), 300)]
     for chunk in chunks:
         m = len(chunk)
-        write_deltalake(str(current), _columns(chunk, ENTITY.current_schema(), {
+        write_deltalake(str(current), _columns(chunk, current_schema, {
             "since_offset": [BOOT_OFFSET] * m, "since_time": _times(m, BOOT_OFFSET * 1000)}), mode="append")
         old = chunk[: m // 2]
         write_deltalake(str(history), pa.concat_tables([
-            _columns(old, ENTITY.history_schema(), {
+            _columns(old, history_schema, {
                 "valid_from_offset": [1] * len(old), "valid_from_time": _times(len(old), 1000),
                 "valid_to_offset": [BOOT_OFFSET] * len(old), "valid_to_time": _times(len(old), BOOT_OFFSET * 1000)}),
-            _columns(chunk, ENTITY.history_schema(), {
+            _columns(chunk, history_schema, {
                 "valid_from_offset": [BOOT_OFFSET] * m, "valid_from_time": _times(m, BOOT_OFFSET * 1000),
                 "valid_to_offset": [None] * m, "valid_to_time": _times(m, None)})]), mode="append")
     return keys
@@ -121,7 +119,7 @@ def batch_rows(keys: list[tuple[str, int, int]], count: int, offset: int, rng: r
     """A micro-batch's operator rows (as ``plan_batch`` takes them): one change event for each of ``count`` random
     existing keys — the replica moved to another directory."""
     rows = []
-    for i, key in enumerate(rng.sample(keys, count)):
+    for i, key in enumerate(rng.sample(keys, count) if count < len(keys) else keys):
         value = {"topic_name": f"topic-{key[0][:6]}", "directory": f"moved-{offset}", "directory_state": "ASSIGNED",
                  "offline": False, "offline_reason": None}
         rows.append({"cluster_id": CLUSTER, "ord": i, "table": ENTITY.name,
@@ -129,51 +127,119 @@ def batch_rows(keys: list[tuple[str, int, int]], count: int, offset: int, rng: r
     return rows
 
 
-def _merge_metrics(path: Path) -> dict[str, int]:
-    metrics = DeltaTable(str(path)).history(1)[0].get("operationMetrics", {})
-    return {name: int(metrics.get(name, 0)) for name in (
-        "num_target_files_scanned", "num_target_files_skipped_during_scan", "num_target_files_added",
-        "num_target_files_removed", "num_target_rows_copied")}
+def _last_commit(path: Path) -> dict[str, Any]:
+    """What the table's last commit did: its operation, the rows a MERGE copied out of the files it rewrote (0 for
+    an append), the files it added and removed."""
+    commit = DeltaTable(str(path)).history(1)[0]
+    metrics = commit.get("operationMetrics", {})
+    return {"operation": commit.get("operation"), "rows_copied": int(metrics.get("num_target_rows_copied", 0)),
+            "files_added": int(metrics.get("num_target_files_added", metrics.get("num_added_files", 0))),
+            "files_removed": int(metrics.get("num_target_files_removed", metrics.get("num_removed_files", 0)))}
 
 
 def measure(root: Path, keys: list[tuple[str, int, int]], count: int, rng: random.Random, first_batch: int,
             repeat: int = 3) -> dict[str, Any]:
     writer = DeltaRsWriter(root, "bench")
     seconds: list[float] = []
-    current: dict[str, int] = {}
-    history: dict[str, int] = {}
     for b in range(first_batch, first_batch + repeat):
-        rows = batch_rows(keys, count, BOOT_OFFSET + 1000 * b, rng)
+        rows = batch_rows(keys, count, BOOT_OFFSET + 1000 * (b + 1), rng)
         started = time.perf_counter()
         writer.write_batch(b, rows)
         seconds.append(time.perf_counter() - started)
-        current = _merge_metrics(root / "replica_assignments")
-        history = _merge_metrics(root / "replica_assignment_history")
     files = len(DeltaTable(str(root / "replica_assignments")).file_uris())
     return {"seconds": round(statistics.median(seconds), 3), "current_files": files,
-            "current": current, "history": history}
+            "current": _last_commit(root / "replica_assignments"),
+            "history": _last_commit(root / "replica_assignment_history")}
+
+
+def _timed(fn: Callable[[], pa.Table]) -> tuple[float, int]:
+    started = time.perf_counter()
+    rows = fn().num_rows
+    return round(time.perf_counter() - started, 3), rows
+
+
+def reads(root: Path) -> dict[str, Any]:
+    """Seconds (and rows) to read the current state — the ``replica_assignments`` rows — and the state as of the
+    bootstrap's offset from the history (the query ``as_of_image`` runs), through
+    ``pipelines.lakehouse.tables.read_table``."""
+    current_s, current_rows = _timed(lambda: read_table(root, "replica_assignments"))
+    as_of = (f"cluster_id = '{CLUSTER}' AND valid_from_offset <= {BOOT_OFFSET} AND (valid_to_offset IS NULL OR "
+             f"valid_to_offset > {BOOT_OFFSET})")
+    as_of_s, as_of_rows = _timed(lambda: read_table(root, "replica_assignment_history", as_of))
+    return {"current_seconds": current_s, "current_rows": current_rows, "as_of_seconds": as_of_s,
+            "as_of_rows": as_of_rows}
+
+
+def initial_load(count: int, rng: random.Random) -> float:
+    """Seconds to write one batch creating ``count`` keys in empty tables (a bootstrap's batch)."""
+    root = Path(tempfile.mkdtemp(prefix="kraft-jbod-load-"))
+    try:
+        writer = DeltaRsWriter(root, "bench")
+        writer.ensure_tables()
+        rows = batch_rows(_keys(count, rng), count, BOOT_OFFSET, rng)
+        started = time.perf_counter()
+        writer.write_batch(0, rows)
+        return round(time.perf_counter() - started, 3)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def duckdb_anchor(keys: list[tuple[str, int, int]], count: int, rng: random.Random, repeat: int = 3) -> float:
+    """The same batch in DuckDB (an in-memory table of the same keys, ``count`` of them updated by key): the
+    speed anchor of this run."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (topic_id VARCHAR, partition_id INTEGER, broker_id INTEGER, directory VARCHAR, "
+                "PRIMARY KEY (topic_id, partition_id, broker_id))")
+    arrow = pa.table({"topic_id": [k[0] for k in keys], "partition_id": pa.array([k[1] for k in keys], pa.int32()),
+                      "broker_id": pa.array([k[2] for k in keys], pa.int32()),
+                      "directory": [f"dir-{k[2]}" for k in keys]})
+    con.register("arrow", arrow)
+    con.execute("INSERT INTO t SELECT * FROM arrow")
+    seconds = []
+    for b in range(repeat):
+        batch = rng.sample(keys, count)
+        src = pa.table({"topic_id": [k[0] for k in batch], "partition_id": pa.array([k[1] for k in batch], pa.int32()),
+                        "broker_id": pa.array([k[2] for k in batch], pa.int32())})
+        con.register("src", src)
+        started = time.perf_counter()
+        con.execute(f"UPDATE t SET directory = 'moved-{b}' FROM src WHERE t.topic_id = src.topic_id AND "
+                    "t.partition_id = src.partition_id AND t.broker_id = src.broker_id")
+        seconds.append(time.perf_counter() - started)
+    con.close()
+    return round(statistics.median(seconds), 4)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 6_000_000])
     parser.add_argument("--keys", type=int, default=100, help="Keys a measured micro-batch touches.")
     parser.add_argument("--bootstrap-rows", type=int, default=60_000,
                         help="Rows a bootstrap file holds (20,000 partition records a micro-batch × RF 3).")
     parser.add_argument("--tail-files", type=int, default=50, help="Small files of later micro-batches.")
+    parser.add_argument("--load-keys", type=int, default=60_000,
+                        help="Keys the timed initial-load batch creates (0: skip it).")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON only.")
     args = parser.parse_args()
-    results = []
+    results: list[dict[str, Any]] = []
+    if args.load_keys:
+        results.append({"initial_load_keys": args.load_keys,
+                        "seconds": initial_load(args.load_keys, random.Random(args.load_keys))})
+        if not args.json:
+            print(json.dumps(results[-1]), flush=True)
     for n in args.sizes:
         rng = random.Random(n)
         root = Path(tempfile.mkdtemp(prefix="kraft-jbod-merge-"))
         try:
             keys = build(root, n, args.bootstrap_rows, args.tail_files, rng)
             as_written = measure(root, keys, args.keys, rng, first_batch=0)
+            as_written["reads"] = reads(root)
             maintain(root, MaintenanceSettings(retention_hours=0), force=True,
                      only=["replica_assignments", "replica_assignment_history"])
             compacted = measure(root, keys, args.keys, rng, first_batch=10)
-            results.append({"keys_in_table": n, "as_written": as_written, "after_maintain": compacted})
+            compacted["reads"] = reads(root)
+            anchor = duckdb_anchor(keys, args.keys, rng)
+            results.append({"keys_in_table": n, "as_written": as_written, "after_maintain": compacted,
+                            "duckdb_seconds": anchor})
         finally:
             shutil.rmtree(root, ignore_errors=True)
         if not args.json:

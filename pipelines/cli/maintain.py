@@ -36,11 +36,12 @@ def _print(run: MaintenanceRun, console: Any, table: Any) -> None:
     what = "Would maintain" if run.dry_run else "Maintained"
     out = table(f"{what} {len(run.tables)} tables in {run.tables_dir} (vacuum retention {run.retention_hours} h, "
                 f"compaction {'on' if run.optimize else 'off'})",
-                "table", "files before", "files after", "size before", "size after", "compacted",
+                "table", "files before", "files after", "size before", "size after", "folded", "compacted",
                 "vacuumed", "checkpoint", "status")
     for t in run.tables:
         status = "[green]ok[/]" if t.status == "ok" else f"[bold red]{t.status}[/]"
         out.add_row(t.table, str(t.files_before), str(t.files_after), _bytes(t.bytes_before), _bytes(t.bytes_after),
+                    str(t.rows_folded),
                     f"{t.files_compacted} → {t.files_written}" if not run.dry_run else str(t.files_compacted),
                     f"{t.files_vacuumed} ({_bytes(t.bytes_vacuumed)})",
                     "" if t.checkpoint_version is None else f"v{t.checkpoint_version}", status)

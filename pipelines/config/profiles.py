@@ -79,8 +79,8 @@ DELTA_DEFAULT_RETENTION_HOURS = 168
 class MaintenanceSettings(_Strict):
     """Table maintenance (``jbod maintain``, docs/jobs.md): compact small files, vacuum removed files older than
     ``retention_hours``, checkpoint the Delta log and drop its expired entries. A retention below
-    :data:`DELTA_DEFAULT_RETENTION_HOURS` is refused at run time unless forced (a reader or the streaming job's MERGE
-    may still need the files), so it is not rejected here: ``--force`` must be able to use it."""
+    :data:`DELTA_DEFAULT_RETENTION_HOURS` is refused at run time unless forced (a reader of an older
+    version may still need the files), so it is not rejected here: ``--force`` must be able to use it."""
 
     retention_hours: int = Field(default=DELTA_DEFAULT_RETENTION_HOURS, ge=0)
     optimize: bool = True

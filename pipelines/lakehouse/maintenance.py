@@ -3,16 +3,20 @@ the log and drop its expired entries — for every Delta table under a tables di
 
 Why each step, and why it is safe next to the streaming job (docs/jobs.md):
 
-* **Compaction** (``DeltaTable.optimize.compact``): every micro-batch MERGEs or appends a few small files into each
-  table, so a table read through its Delta log opens thousands of files after a few days of 15-minute runs. The
-  OPTIMIZE commit only rewrites files; app transactions are table state carried from commit to commit (and into
+* **Folding** (current and history tables, ``pipelines.lakehouse.tables.fold_versions``): the job only appends (a
+  batch's cost must not grow with the table), so a current table gathers superseded rows and a history table open-ended
+  versions that a later row ended; readers resolve both, and folding stores the result so that they read one row per
+  live key again. Readers give the same answers before and after. A table of the old (MERGE) layout is migrated.
+* **Compaction** (``DeltaTable.optimize.compact``): every micro-batch appends a few small files to each table, so a
+  table read through its Delta log opens thousands of files after a few days of 15-minute runs. The OPTIMIZE
+  commit only rewrites files; app transactions are table state carried from commit to commit (and into
   checkpoints), so the job's ``(kraft-jbod:<query id>, batch id)`` marks survive it and a re-run batch is still
-  skipped. An OPTIMIZE that races a MERGE of the running job fails Delta's conflict check instead of corrupting
+  skipped. An OPTIMIZE that races a commit of the running job fails Delta's conflict check instead of corrupting
   anything; the table is reported as a conflict and the next run compacts it.
-* **Vacuum** deletes files that the log no longer references (removed by a MERGE or a compaction, or orphaned by a
+* **Vacuum** deletes files that the log no longer references (removed by folding or a compaction, or orphaned by a
   writer that crashed before committing) once they are older than the retention. A shorter retention than Delta's
-  default (168 h) is refused unless forced: a reader of an older version, or the streaming job's MERGE that planned
-  against the version before a compaction, may still open those files.
+  default (168 h) is refused unless forced: a reader of an older version (a query, or a fold that planned against
+  the version before a compaction) may still open those files.
 * **Checkpoint and log clean-up**: a checkpoint lets readers skip replaying every JSON commit; the clean-up deletes
   commits older than ``delta.logRetentionDuration`` (30 days by default) that precede the checkpoint.
 """
@@ -31,6 +35,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 
 from jbod_model.errors import InputError
 from pipelines.config.profiles import DELTA_DEFAULT_RETENTION_HOURS, MaintenanceSettings
+from pipelines.lakehouse.tables import VERSIONED, fold_versions
 
 
 @dataclass
@@ -45,6 +50,8 @@ class TableMaintenance:
     version_after: int = 0
     files_after: int = 0
     bytes_after: int = 0
+    #: Folding: rows of a current or history table dropped or closed (dry run: that it would).
+    rows_folded: int = 0
     #: Compaction: data files rewritten and the files that replaced them (dry run: the small files it would take).
     files_compacted: int = 0
     files_written: int = 0
@@ -62,7 +69,8 @@ class TableMaintenance:
                 "versionBefore": self.version_before, "versionAfter": self.version_after,
                 "filesBefore": self.files_before, "filesAfter": self.files_after,
                 "bytesBefore": self.bytes_before, "bytesAfter": self.bytes_after,
-                "filesCompacted": self.files_compacted, "filesWritten": self.files_written,
+                "rowsFolded": self.rows_folded, "filesCompacted": self.files_compacted,
+                "filesWritten": self.files_written,
                 "filesVacuumed": self.files_vacuumed, "bytesVacuumed": self.bytes_vacuumed,
                 "checkpointVersion": self.checkpoint_version, "logFilesRemoved": self.log_files_removed,
                 "seconds": round(self.seconds, 3)}
@@ -116,8 +124,8 @@ def check_retention(hours: int, *, force: bool) -> None:
     if hours < DELTA_DEFAULT_RETENTION_HOURS and not force:
         raise InputError(
             f"a vacuum retention of {hours} h is below Delta's default of {DELTA_DEFAULT_RETENTION_HOURS} h: files "
-            "removed more recently may still be read — by a reader of an older table version, or by the streaming "
-            "job's MERGE, which plans against the version it read before a compaction removed them — and deleting "
+            "removed more recently may still be read — by a reader of an older table version, such as a query or a "
+            "fold that planned against the version it read before a compaction removed them — and deleting "
             "them makes that read fail. Pass --force to vacuum anyway (e.g. when nothing reads or writes the tables).")
 
 
@@ -154,6 +162,12 @@ def maintain_table(path: str | Path, settings: MaintenanceSettings, *, dry_run: 
     out = TableMaintenance(root.name, str(root), table.version(), files, size)
     log_before = _log_files(root)
     try:
+        if root.name in VERSIONED:
+            try:
+                out.rows_folded = fold_versions(table, root.name, dry_run=dry_run)
+            except CommitFailedError as e:
+                out.status, out.message = "conflict", f"folding lost to a concurrent commit, run again: {e}"
+            table.update_incremental()
         if settings.optimize:
             if dry_run:
                 small = [s for s in _file_sizes(table) if s < settings.target_file_size]

@@ -18,9 +18,13 @@ Tables (snake_case; every one has ``cluster_id``):
   ``jbod dirs --tables`` / ``jbod run --dirs`` (:func:`load_dir_inventory`), not by the replay.
 
 Writes are exactly-once per micro-batch: every commit carries a Delta app transaction ``(app id, batch id)`` and a
-table whose transaction version already covers the batch is skipped, so a batch re-run after a crash rewrites
-nothing twice. Current tables are MERGEd on their keys; history tables are MERGEd too, closing the open version of a
-key and inserting the new ones in one commit. Readers go through the Delta log (delta-rs), never
+table whose transaction version already covers the batch is skipped, so a batch re-run after a crash writes
+nothing twice. Every table is append-only, so that a batch costs its own rows, not the table's (a MERGE rewrites
+every file holding a row it changes, and a batch's keys fall in all of them): a current table gets the batch's
+last row of each key it changed, a history table the batch's versions, and a key's removal is a :data:`REMOVED`
+row. Readers resolve the stored rows (:func:`resolved_sql`: the latest row of a key, a version's end from the key's
+next row) and ``jbod maintain`` folds them into that form (:func:`fold_versions`). Readers go through the Delta log
+(delta-rs), never
 ``spark.read.parquet`` on a table folder (it would see removed files), and hand out the tables' own Arrow types
 (:func:`plain_types`: delta-rs' SQL engine scans strings as ``string_view``, which pyarrow's compute kernels and
 joins do not take).
@@ -44,6 +48,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
+from deltalake import Field as DeltaField
+from deltalake.schema import PrimitiveType
 
 from jbod_model.errors import InputError
 from jbod_model.image import MetadataImage
@@ -85,6 +91,23 @@ class Entity:
         lo, hi = self.interval
         return pa.schema([("cluster_id", pa.string()), *self.key, *self.value, (f"{lo}_offset", pa.int64()),
                           (f"{lo}_time", TIME), (f"{hi}_offset", pa.int64()), (f"{hi}_time", TIME)])
+
+    def tables(self) -> dict[str, pa.Schema]:
+        """The entity's tables and the columns their readers give (the contract, docs/tables.md)."""
+        out = {self.history: self.history_schema()}
+        if self.current is not None:
+            out[self.current] = self.current_schema()
+        return out
+
+
+#: The column only the stored form of a current or history table has: the row says the key was removed at its offset
+#: (``since_offset``, ``valid_from_offset``/``start_offset``). Readers resolve it away (docs/tables.md "Writes").
+REMOVED = "removed"
+
+
+def stored(schema: pa.Schema) -> pa.Schema:
+    """A current or history table's schema as stored: its readers' columns plus :data:`REMOVED`."""
+    return schema.append(pa.field(REMOVED, pa.bool_()))
 
 
 _REPLICA_KEY = (("topic_id", pa.string()), ("partition_id", pa.int32()), ("broker_id", pa.int32()))
@@ -143,15 +166,23 @@ DIR_INVENTORY_SCHEMA = pa.schema([
     ("loaded_at", TIME), ("retired_at", TIME)])
 
 
+#: Current and history tables by name: (their entity, True for a current table).
+VERSIONED: Mapping[str, tuple[Entity, bool]] = {
+    name: (e, name == e.current) for e in ENTITIES.values() for name in e.tables()}
+
+
 def table_schemas() -> dict[str, pa.Schema]:
-    """Every table's schema, by name."""
+    """Every table's schema as its readers give it (the contract), by name."""
     out = dict(APPEND_TABLES)
     for e in ENTITIES.values():
-        if e.current is not None:
-            out[e.current] = e.current_schema()
-        out[e.history] = e.history_schema()
+        out.update(e.tables())
     out[DIR_INVENTORY] = DIR_INVENTORY_SCHEMA
     return out
+
+
+def stored_schemas() -> dict[str, pa.Schema]:
+    """Every table's schema as the writer creates it: current and history tables have :data:`REMOVED` too."""
+    return {name: stored(schema) if name in VERSIONED else schema for name, schema in table_schemas().items()}
 
 
 def _time(ms: int | None) -> int | None:
@@ -164,22 +195,24 @@ def _time(ms: int | None) -> int | None:
 
 @dataclass(slots=True)
 class BatchWrites:
-    """What one micro-batch writes, table by table: rows to append, and MERGE sources."""
+    """What one micro-batch writes: rows to append, table by table. Every table is append-only (docs/tables.md
+    "Writes"): current and history tables get the batch's new versions, never an update of an older row."""
 
     appends: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    #: Current tables: one row per key (the key's last event), with ``_deleted``.
-    upserts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    #: History tables: ``_close`` rows end the open version of a key; the others are versions to insert.
-    versions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def tables(self) -> list[str]:
-        return sorted({*self.appends, *self.upserts, *self.versions})
+        return sorted(self.appends)
 
 
 def plan_batch(rows: Iterable[Mapping[str, Any]]) -> BatchWrites:
     """Turn the operator's rows (``cluster_id, ord, table, payload``) into table writes. Events of one key are
-    applied in order: the first closes the version left open by an earlier batch, each following one closes its
-    predecessor within the batch, the last one is the open version (and the current row)."""
+    applied in order. History: each version is a row whose end (``valid_to``/``end``) is left null — the key's next
+    row, in this batch or a later one, ends it (readers derive the end, ``jbod maintain`` stores it); a removal is a
+    :data:`REMOVED` row at its offset. Current table: the key's last event, a :data:`REMOVED` row when that is a
+    removal; the row it supersedes stays until ``jbod maintain`` drops it (readers take the latest).
+
+    No end is stored here, even one the batch knows: so the rows of a key whose end is null are always its latest
+    ones, which is what lets readers resolve only those (:func:`resolved_sql`)."""
     out = BatchWrites()
     events: dict[str, dict[tuple[Any, ...], list[dict[str, Any]]]] = {}
     for row in sorted(rows, key=lambda r: (r["cluster_id"], r["ord"])):
@@ -200,26 +233,18 @@ def plan_batch(rows: Iterable[Mapping[str, Any]]) -> BatchWrites:
     for name, by_key in events.items():
         entity = ENTITIES[name]
         lo, hi = entity.interval
-        value_names = [v for v, _ in entity.value]
-        history = out.versions.setdefault(entity.history, [])
+        no_value = dict.fromkeys(v for v, _ in entity.value)
+        history = out.appends.setdefault(entity.history, [])
         for key, evs in by_key.items():
             keys = dict(zip(entity.key_names, key, strict=True))
-            first = evs[0]
-            history.append({**keys, **dict.fromkeys(value_names), f"{lo}_offset": None, f"{lo}_time": None,
-                            f"{hi}_offset": first["o"], f"{hi}_time": _time(first["t"]), "_close": True})
-            for i, ev in enumerate(evs):
-                if ev["v"] is None:
-                    continue
-                nxt = evs[i + 1] if i + 1 < len(evs) else None
-                history.append({**keys, **ev["v"], f"{lo}_offset": ev["o"], f"{lo}_time": _time(ev["t"]),
-                                f"{hi}_offset": None if nxt is None else nxt["o"],
-                                f"{hi}_time": None if nxt is None else _time(nxt["t"]), "_close": False})
+            for ev in evs:
+                history.append({**keys, **(ev["v"] or no_value), f"{lo}_offset": ev["o"], f"{lo}_time": _time(ev["t"]),
+                                f"{hi}_offset": None, f"{hi}_time": None, REMOVED: ev["v"] is None})
             if entity.current is not None:
                 last = evs[-1]
-                value = last["v"] or dict.fromkeys(value_names)
-                out.upserts.setdefault(entity.current, []).append(
-                    {**keys, **value, "since_offset": last["o"], "since_time": _time(last["t"]),
-                     "_deleted": last["v"] is None})
+                out.appends.setdefault(entity.current, []).append(
+                    {**keys, **(last["v"] or no_value), "since_offset": last["o"], "since_time": _time(last["t"]),
+                     REMOVED: last["v"] is None})
     return out
 
 
@@ -264,8 +289,11 @@ class DeltaRsWriter:
 
     def ensure_tables(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        for name, schema in table_schemas().items():
-            self._tables[name] = DeltaTable.create(self.path(name), schema=schema, mode="ignore")
+        for name, schema in stored_schemas().items():
+            table = DeltaTable.create(self.path(name), schema=schema, mode="ignore")
+            if name in VERSIONED:
+                migrate_layout(table)
+            self._tables[name] = table
 
     def _table(self, name: str) -> DeltaTable:
         table = self._tables.get(name)
@@ -285,65 +313,25 @@ class DeltaRsWriter:
 
     def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         plan = plan_batch(rows)
-        schemas = table_schemas()
-        written: dict[str, int] = {}
-        for name, append_rows in plan.appends.items():
-            table = self._table(name)
-            if self._done(table, batch_id):
-                written[name] = 0
-                continue
-            write_deltalake(table, _arrow(append_rows, schemas[name]), mode="append",
-                            commit_properties=self._commit(batch_id))
-            written[name] = len(append_rows)
-        for entity in ENTITIES.values():
-            if entity.current is not None and entity.current in plan.upserts:
-                written[entity.current] = self._merge_current(entity, plan.upserts[entity.current], batch_id)
-            if entity.history in plan.versions:
-                written[entity.history] = self._merge_history(entity, plan.versions[entity.history], batch_id)
-        return written
+        schemas = stored_schemas()
+        return {name: self._append(name, _arrow(plan.appends[name], schemas[name]), batch_id)
+                for name in plan.tables()}
 
-    def _merge_current(self, entity: Entity, rows: list[dict[str, Any]], batch_id: int) -> int:
-        assert entity.current is not None
-        table = self._table(entity.current)
+    def _append(self, name: str, rows: pa.Table, batch_id: int) -> int:
+        """Append one table's rows of the batch in one commit carrying the batch's app transaction; 0 when that
+        transaction is already there (the batch is re-run after a crash). An append reads no data file, so it costs
+        the batch's rows whatever the table holds (benchmarks/merge_benchmark.py)."""
+        table = self._table(name)
         if self._done(table, batch_id):
             return 0
-        schema = entity.current_schema()
-        source = _arrow(rows, schema, [("_deleted", pa.bool_())])
-        on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in entity.key_names)
-        columns = {_quote(f.name): f"s.{_quote(f.name)}" for f in schema}
-        # streamed_exec=False: the source (one batch's keys) is materialized, so delta-rs derives an early filter on
-        # the target from its key values and the join handles only rows that may match — half the time of a
-        # streamed MERGE on a 1M-row table (benchmarks/merge_benchmark.py). Files are still rewritten whole.
-        (table.merge(source, on, source_alias="s", target_alias="t", streamed_exec=False,
-                     commit_properties=self._commit(batch_id))
-         .when_matched_delete(predicate="s._deleted")
-         .when_matched_update(columns, predicate="NOT s._deleted")
-         .when_not_matched_insert(columns, predicate="NOT s._deleted")
-         .execute())
-        return len(rows)
-
-    def _merge_history(self, entity: Entity, rows: list[dict[str, Any]], batch_id: int) -> int:
-        table = self._table(entity.history)
-        if self._done(table, batch_id):
-            return 0
-        hi = entity.interval[1]
-        schema = entity.history_schema()
-        source = _arrow(rows, schema, [("_close", pa.bool_())])
-        on = " AND ".join([*(f"t.{_quote(k)} = s.{_quote(k)}" for k in entity.key_names),
-                           f"t.{hi}_offset IS NULL", "s._close"])
-        # Not streamed, for the early filter on the key columns (see _merge_current).
-        (table.merge(source, on, source_alias="s", target_alias="t", streamed_exec=False,
-                     commit_properties=self._commit(batch_id))
-         .when_matched_update({f"{hi}_offset": f"s.{hi}_offset", f"{hi}_time": f"s.{hi}_time"})
-         .when_not_matched_insert({_quote(f.name): f"s.{_quote(f.name)}" for f in schema}, predicate="NOT s._close")
-         .execute())
-        return sum(1 for r in rows if not r["_close"])
+        write_deltalake(table, rows, mode="append", commit_properties=self._commit(batch_id))
+        return int(rows.num_rows)
 
 
 class DeltaSparkWriter:
     """The cluster writer: the same tables through delta-spark (needs the Delta jars on the session's classpath;
-    not exercised by this repository's tests, which have no Maven access). Idempotence uses Delta's
-    ``txnAppId``/``txnVersion`` writer options for appends and the same MERGE statements otherwise."""
+    not exercised by this repository's tests, which have no Maven access). Every table is appended to, as by
+    :class:`DeltaRsWriter`, with Delta's ``txnAppId``/``txnVersion`` writer options for idempotence."""
 
     def __init__(self, spark: Any, tables_dir: str | Path, app_id: str) -> None:
         self.spark = spark
@@ -351,49 +339,90 @@ class DeltaSparkWriter:
         self.app_id = app_id
 
     def ensure_tables(self) -> None:
-        for name, schema in table_schemas().items():
+        for name, schema in stored_schemas().items():
             spark_schema = self.spark.createDataFrame(pa.table({f.name: pa.array([], f.type) for f in schema}))
-            spark_schema.write.format("delta").mode("ignore").save(f"{self.root}/{name}")
+            path = f"{self.root}/{name}"
+            spark_schema.write.format("delta").mode("ignore").save(path)
+            if name in VERSIONED and REMOVED not in self.spark.read.format("delta").load(path).columns:
+                # The MERGE layout's rows are final: adding the column migrates them (see migrate_layout).
+                self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({REMOVED} BOOLEAN)")
 
     def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        # delta-spark exists only on clusters that have the Delta jars; it is not a dependency of this package.
-        from delta.tables import DeltaTable as SparkDeltaTable  # type: ignore[import-not-found]  # noqa: PLC0415
-
         plan = plan_batch(rows)
-        schemas = table_schemas()
+        schemas = stored_schemas()
         written: dict[str, int] = {}
-        for name, append_rows in plan.appends.items():
-            df = self.spark.createDataFrame(_arrow(append_rows, schemas[name]))
+        for name in plan.tables():
+            df = self.spark.createDataFrame(_arrow(plan.appends[name], schemas[name]))
             (df.write.format("delta").mode("append").option("txnAppId", self.app_id)
              .option("txnVersion", batch_id).save(f"{self.root}/{name}"))
-            written[name] = len(append_rows)
-        for entity in ENTITIES.values():
-            for table, source_rows, schema, flag in (
-                    (entity.current, plan.upserts.get(entity.current or ""), entity.current_schema(), "_deleted"),
-                    (entity.history, plan.versions.get(entity.history), entity.history_schema(), "_close")):
-                if table is None or not source_rows:
-                    continue
-                self.spark.conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
-                self.spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-                source = self.spark.createDataFrame(_arrow(source_rows, schema, [(flag, pa.bool_())]))
-                target = SparkDeltaTable.forPath(self.spark, f"{self.root}/{table}")
-                on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in entity.key_names)
-                columns = {f"`{f.name}`": f"s.`{f.name}`" for f in schema}
-                merge = target.alias("t").merge(source.alias("s"), on if flag == "_deleted" else
-                                                f"{on} AND t.{entity.interval[1]}_offset IS NULL AND s._close")
-                if flag == "_deleted":
-                    merge = (merge.whenMatchedDelete("s._deleted").whenMatchedUpdate("NOT s._deleted", columns)
-                             .whenNotMatchedInsert("NOT s._deleted", columns))
-                else:
-                    hi = entity.interval[1]
-                    merge = (merge.whenMatchedUpdate(set={f"{hi}_offset": f"s.{hi}_offset",
-                                                          f"{hi}_time": f"s.{hi}_time"})
-                             .whenNotMatchedInsert("NOT s._close", columns))
-                merge.execute()
-                written[table] = len(source_rows)
-        self.spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        self.spark.conf.unset("spark.databricks.delta.write.txnVersion")
+            written[name] = len(plan.appends[name])
         return written
+
+
+def migrate_layout(table: DeltaTable) -> bool:
+    """Bring a current or history table written before writes were append-only (every row final: one per key, each
+    version closed) to the append-only layout: add the :data:`REMOVED` column, null — read as false — in every old
+    row, which is what those rows mean in the new layout. Return whether it was needed."""
+    if REMOVED in table.schema().to_arrow().names:
+        return False
+    table.alter.add_columns(DeltaField(REMOVED, PrimitiveType("boolean"), nullable=True))
+    return True
+
+
+def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int:
+    """Fold a current or history table's appended rows into their final form (``jbod maintain``), in one MERGE:
+    drop the current rows later ones superseded and the :data:`REMOVED` rows, store the end of every version a later
+    row ended. Readers give the same rows before and after (:func:`resolved_sql`); after it they read one row per
+    live key and a filter on ``valid_to_offset IS NULL`` finds the open versions alone. Return the rows changed or
+    dropped (with ``dry_run``, the rows it would). A table of the old layout is migrated (:func:`migrate_layout`;
+    nothing to fold). Costs the whole table, not a batch: it runs beside the stream, not in it. It folds only what
+    the version it read holds, so a batch appended meanwhile stays as appended (folded by the next run) and
+    readers' answers are the same either way."""
+    entity, current = VERSIONED[name]
+    if REMOVED not in table.schema().to_arrow().names:
+        # The old layout's rows are final already; only the column is missing.
+        if not dry_run:
+            migrate_layout(table)
+        return 0
+    table.update_incremental()
+    keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
+    lo, hi = entity.interval
+    start = "since_offset" if current else f"{lo}_offset"
+    marks = fold_marks(table)
+    if current:
+        pick = (f"SELECT {keys}, s.since_offset FROM stored s LEFT JOIN {_latest_rows(entity, 'stored', marks)} g "
+                f"ON {_same_key(entity, 's', 'g')} WHERE s.since_offset < g._latest OR s.{REMOVED} IS TRUE")
+    else:
+        pick = (f"SELECT {keys}, s.{start}, s.{REMOVED}, s._next_offset, s._next_time FROM "
+                f"({_open_rows(entity, 'stored', marks, changed=bool(marks))}) s "
+                f"WHERE s._next_offset IS NOT NULL OR s.{REMOVED} IS TRUE")
+    # Without marks (the first fold) every open row is looked at: a removal of a key that had no open version (its
+    # only open row) is dropped too.
+    source = plain_types(pa.table(QueryBuilder().register("stored", table).execute(pick)))
+    # The new marks: every row of the version read is folded once this commits (a batch appended meanwhile has
+    # greater offsets — a cluster's offsets only grow — so it stays above its cluster's mark, unfolded).
+    reached = pa.table(QueryBuilder().register("stored", table).execute(
+        f"SELECT cluster_id, MAX({start}) AS m FROM stored GROUP BY cluster_id")).to_pylist()
+    commit = CommitProperties(app_transactions=[Transaction(FOLD_APP + str(r["cluster_id"]), int(r["m"]))
+                                                for r in reached if r["m"] is not None and marks.get(
+                                                    str(r["cluster_id"])) != r["m"]])
+    if dry_run:
+        return int(source.num_rows)
+    if source.num_rows == 0:
+        if commit.app_transactions:  # nothing to fold, but the marks move: an empty commit carries them
+            write_deltalake(table, stored(entity.current_schema() if current else entity.history_schema())
+                            .empty_table(), mode="append", commit_properties=commit)
+        return 0
+    on = f"{_same_key(entity, 't', 's')} AND t.{start} = s.{start}"
+    merge = table.merge(source, on if current else f"{on} AND t.{hi}_offset IS NULL", source_alias="s",
+                        target_alias="t", streamed_exec=False, commit_properties=commit)
+    if current:
+        merge = merge.when_matched_delete()
+    else:
+        merge = (merge.when_matched_delete(predicate=f"s.{REMOVED} IS TRUE")
+                 .when_matched_update({f"{hi}_offset": "s._next_offset", f"{hi}_time": "s._next_time"}))
+    merge.execute()
+    return int(source.num_rows)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -429,9 +458,124 @@ def _delta(tables_dir: str | Path, table: str) -> DeltaTable:
     return DeltaTable(str(path))
 
 
+def _same_key(entity: Entity, left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{_quote(k)} = {right}.{_quote(k)}" for k in entity.key_names)
+
+
+#: The app id prefix of a fold's marks: ``(FOLD_APP + cluster id, offset)`` in a fold's commit says every row of the
+#: cluster up to that offset was folded (:func:`fold_versions`). App transactions are table state, read in O(1).
+FOLD_APP = "kraft-jbod:folded:"
+
+
+def fold_marks(table: DeltaTable) -> dict[str, int]:
+    """The offset up to which each cluster's rows of a current or history table were folded (clusters never folded
+    are absent)."""
+    found = pa.table(QueryBuilder().register("stored", table).execute("SELECT DISTINCT cluster_id FROM stored"))
+    marks = {str(c): table.transaction_version(FOLD_APP + str(c)) for c in found.column("cluster_id").to_pylist()}
+    return {c: m for c, m in marks.items() if m is not None}
+
+
+def _unfolded(start: str, marks: Mapping[str, int] | None) -> str | None:
+    """SQL: the row was appended after its cluster's last fold; None without marks (every row may be)."""
+    if not marks:
+        return None
+    cases = " ".join(f"WHEN {_lit(c)} THEN {int(m)}" for c, m in sorted(marks.items()))
+    return f"{start} > CASE cluster_id {cases} ELSE -1 END"
+
+
+def _changed_keys(entity: Entity, source: str, marks: Mapping[str, int] | None) -> str:
+    """The history's keys whose end may need deriving: with fold marks, the keys with an open row appended since
+    the fold (a key has one open row after a fold); else the keys with more than one open row."""
+    keys = ", ".join(_quote(k) for k in entity.key_names)
+    lo, hi = entity.interval
+    unfolded = _unfolded(f"{lo}_offset", marks)
+    # ``_changed``: a column that is not a join key, to test after an outer join — DataFusion (delta-rs 1.6) carries
+    # a filter "key IS NULL" on the outer side over to the other side through the join's equality (no rows at all).
+    if unfolded is None:
+        return (f"(SELECT {keys}, TRUE AS _changed FROM {source} WHERE {hi}_offset IS NULL GROUP BY {keys} "
+                "HAVING COUNT(*) > 1)")
+    return f"(SELECT DISTINCT {keys}, TRUE AS _changed FROM {source} WHERE {hi}_offset IS NULL AND {unfolded})"
+
+
+def _open_rows(entity: Entity, source: str, marks: Mapping[str, int] | None, *, changed: bool) -> str:
+    """The stored history rows whose end is null (the latest rows of their key, :func:`plan_batch`), each with the
+    start of the key's next one (``_next_offset``, ``_next_time``); ``changed``: only the keys
+    :func:`_changed_keys` gives — the only ones whose ends need deriving."""
+    lo, hi = entity.interval
+    keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
+    window = f"OVER (PARTITION BY {keys} ORDER BY s.{lo}_offset)"
+    rows = f"{source} s"
+    if changed:
+        # The few changed keys first: DataFusion builds its hash table on the join's left side.
+        rows = f"{_changed_keys(entity, source, marks)} g JOIN {source} s ON {_same_key(entity, 'g', 's')}"
+    return (f"SELECT s.*, LEAD(s.{lo}_offset) {window} AS _next_offset, LEAD(s.{lo}_time) {window} AS _next_time "
+            f"FROM {rows} WHERE s.{hi}_offset IS NULL")
+
+
+def _latest_rows(entity: Entity, source: str, marks: Mapping[str, int] | None) -> str:
+    """The current table's keys that may have superseded rows, with the ``since_offset`` of their latest row: with
+    fold marks, the keys with a row appended since the fold; else the keys with more than one row."""
+    keys = ", ".join(_quote(k) for k in entity.key_names)
+    unfolded = _unfolded("since_offset", marks)
+    if unfolded is None:
+        return f"(SELECT {keys}, MAX(since_offset) AS _latest FROM {source} GROUP BY {keys} HAVING COUNT(*) > 1)"
+    return f"(SELECT {keys}, MAX(since_offset) AS _latest FROM {source} WHERE {unfolded} GROUP BY {keys})"
+
+
+def resolved_sql(table: str, source: str = "stored", marks: Mapping[str, int] | None = None) -> str:
+    """A SQL query giving a current or history table's rows as its readers see them (docs/tables.md), from its
+    stored rows registered as ``source``. The writer only appends (:func:`plan_batch`), so the stored table may hold
+    more than that until ``jbod maintain`` folds it (:func:`fold_versions`):
+
+    * current table: a key's rows superseded by one with a later ``since_offset`` — the latest is the key's row,
+      none when it is a :data:`REMOVED` row;
+    * history table: versions whose end (``valid_to``/``end``) is null though a later row of the key exists — the
+      end is that row's start (Kafka's next change of the key); :data:`REMOVED` rows only end the version before
+      them and are not versions themselves.
+
+    Only the keys changed since the last fold need resolving, so the query joins the table with those keys instead
+    of sorting it whole by key. ``marks`` (:func:`fold_marks`) say which rows were folded, so that finding those
+    keys reads the rows appended since; without them it is a hash aggregate over every (open) row."""
+    entity, current = VERSIONED[table]
+    schema = entity.current_schema() if current else entity.history_schema()
+    columns = ", ".join(f"s.{_quote(f.name)}" for f in schema)
+    if current:
+        # The few keys to resolve on the left: DataFusion builds its hash table on the join's left side.
+        return (f"SELECT {columns} FROM {_latest_rows(entity, source, marks)} g RIGHT JOIN {source} s ON "
+                f"{_same_key(entity, 'g', 's')} WHERE (g._latest IS NULL OR s.since_offset = g._latest) AND "
+                f"s.{REMOVED} IS NOT TRUE")
+    hi = entity.interval[1]
+    ends = {f"{hi}_offset": "s._next_offset", f"{hi}_time": "s._next_time"}
+    derived = ", ".join(f"{ends[f.name]} AS {_quote(f.name)}" if f.name in ends else f"s.{_quote(f.name)}"
+                        for f in schema)
+    # Closed versions as stored; open ones of unchanged keys as stored (end null); the changed keys' open rows with
+    # the ends derived. The changed keys are on the joins' left, where DataFusion builds its hash table.
+    return (f"SELECT {columns} FROM {source} s WHERE s.{hi}_offset IS NOT NULL AND s.{REMOVED} IS NOT TRUE "
+            f"UNION ALL SELECT {columns} FROM {_changed_keys(entity, source, marks)} g RIGHT JOIN {source} s ON "
+            f"{_same_key(entity, 'g', 's')} WHERE s.{hi}_offset IS NULL AND g._changed IS NULL AND "
+            f"s.{REMOVED} IS NOT TRUE "
+            f"UNION ALL SELECT {derived} FROM ({_open_rows(entity, source, marks, changed=True)}) s "
+            f"WHERE s.{REMOVED} IS NOT TRUE")
+
+
+def _stored(tables_dir: str | Path, table: str) -> DeltaTable:
+    """A table's Delta log; for a current or history table, one in the append-only layout (else a clear error)."""
+    delta = _delta(tables_dir, table)
+    if table in VERSIONED and REMOVED not in delta.schema().to_arrow().names:
+        raise InputError(f"{Path(tables_dir) / table} was written by an older kraft-jbod (MERGE writes, no "
+                         f"{REMOVED!r} column): run `jbod maintain --tables {tables_dir}` (or the next `jbod run`) "
+                         "to migrate it — its rows stay as they are")
+    return delta
+
+
 def query(tables_dir: str | Path, table: str, sql: str) -> pa.Table:
-    """Run ``sql`` on one table registered as ``t`` (through its Delta log), with plain Arrow types."""
-    return plain_types(pa.table(QueryBuilder().register("t", _delta(tables_dir, table)).execute(sql)))
+    """Run ``sql`` on one table registered as ``t`` (through its Delta log), with plain Arrow types. A current or
+    history table is ``t`` as its readers see it (:func:`resolved_sql`), whatever ``jbod maintain`` has folded."""
+    delta = _stored(tables_dir, table)
+    if table not in VERSIONED:
+        return plain_types(pa.table(QueryBuilder().register("t", delta).execute(sql)))
+    view = resolved_sql(table, marks=fold_marks(delta))
+    return plain_types(pa.table(QueryBuilder().register("stored", delta).execute(f"WITH t AS ({view}) {sql}")))
 
 
 def read_table(tables_dir: str | Path, table: str, where: str | None = None,

@@ -1,17 +1,24 @@
-"""DeltaRsWriter's MERGEs against a plain fold of the same change events: random events over a few keys, split into
+"""DeltaRsWriter's appends against a plain fold of the same change events: random events over a few keys, split into
 micro-batches and written (one batch re-run, as after a crash), leave exactly the current rows and history versions
-the fold gives — whatever execution options the MERGEs use (pipelines/lakehouse/tables.py)."""
+the fold gives as the readers resolve them — with ``jbod maintain``'s folding (pipelines/lakehouse/tables.py
+``fold_versions``) run between batches or not, and in the stored rows themselves once folded. A table of the MERGE
+layout is refused by the readers with a clear message until it is migrated."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
-from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, read_table
+from jbod_model.errors import InputError
+from pipelines.lakehouse.tables import ENTITIES, REMOVED, DeltaRsWriter, fold_versions, read_table, table_schemas
 
 ENTITY = ENTITIES["replica"]
 KEYS = [("T" + "abc"[t], p, b) for t in range(3) for p in range(2) for b in range(3)]
@@ -46,8 +53,27 @@ def _fold(events: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]],
             {tuple(h) for h in history})
 
 
+def _rows(batch: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]]) -> list[dict[str, Any]]:
+    return [{"cluster_id": "c", "ord": i, "table": ENTITY.name,
+             "payload": json.dumps({"k": list(k), "o": o, "t": o, "v": v})} for i, (k, o, v) in enumerate(batch)]
+
+
+def _read(root: Path, current: str, history: str) -> tuple[set[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    return ({(r["topic_id"], r["partition_id"], r["broker_id"], r["directory"], r["offline"], r["since_offset"])
+             for r in read_table(root, current).to_pylist()},
+            sorted((r["topic_id"], r["partition_id"], r["broker_id"], r["directory"], r["offline"],
+                    r["valid_from_offset"], r["valid_to_offset"]) for r in read_table(root, history).to_pylist()))
+
+
+def _fold_tables(root: Path) -> int:
+    assert ENTITY.current is not None
+    return sum(fold_versions(DeltaTable(root / name), name) for name in (ENTITY.current, ENTITY.history))
+
+
 @pytest.mark.parametrize("seed", range(4))
-def test_merges_leave_the_rows_a_fold_of_the_events_gives(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize("fold_after", [None, 1, 3])
+def test_appends_leave_the_rows_a_fold_of_the_events_gives(tmp_path: Path, seed: int, fold_after: int | None,
+                                                           ) -> None:
     events = _events(seed, 60)
     writer = DeltaRsWriter(tmp_path, "app")
     writer.ensure_tables()
@@ -55,17 +81,73 @@ def test_merges_leave_the_rows_a_fold_of_the_events_gives(tmp_path: Path, seed: 
     cuts = sorted(rng.sample(range(1, len(events)), 5))
     batches = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
     for batch_id, batch in enumerate(batches):
-        rows = [{"cluster_id": "c", "ord": i, "table": ENTITY.name,
-                 "payload": json.dumps({"k": list(k), "o": o, "t": o, "v": v})} for i, (k, o, v) in enumerate(batch)]
-        writer.write_batch(batch_id, rows)
+        writer.write_batch(batch_id, _rows(batch))
         if batch_id == 2:
-            # A batch re-run after a crash is skipped table by table: nothing is closed or inserted twice.
-            assert writer.write_batch(batch_id, rows)[ENTITY.history] == 0
+            # A batch re-run after a crash is skipped table by table: nothing is appended twice.
+            assert writer.write_batch(batch_id, _rows(batch))[ENTITY.history] == 0
+        if batch_id == fold_after:
+            _fold_tables(tmp_path)
     want_current, want_history = _fold(events)
-    current = read_table(tmp_path, "replica_assignments").to_pylist()
-    history = read_table(tmp_path, "replica_assignment_history").to_pylist()
-    assert {(r["topic_id"], r["partition_id"], r["broker_id"], r["directory"], r["offline"], r["since_offset"])
-            for r in current} == want_current
-    assert len(history) == len(want_history)
+    assert ENTITY.current is not None
+    current, history = _read(tmp_path, ENTITY.current, ENTITY.history)
+    assert current == want_current
+    assert len(history) == len(want_history) and set(history) == want_history
+    # Folded, the stored rows are the resolved ones: one per live key, every version but the open ones closed.
+    assert _fold_tables(tmp_path) > 0
+    assert _fold_tables(tmp_path) == 0
+    stored = DeltaTable(tmp_path / ENTITY.current).to_pyarrow_table()
+    assert stored.num_rows == len(want_current) and not any(stored.column(REMOVED).to_pylist())
+    stored_history = DeltaTable(tmp_path / ENTITY.history).to_pyarrow_table()
     assert {(r["topic_id"], r["partition_id"], r["broker_id"], r["directory"], r["offline"], r["valid_from_offset"],
-             r["valid_to_offset"]) for r in history} == want_history
+             r["valid_to_offset"]) for r in stored_history.to_pylist()} == want_history
+    assert (current, history) == _read(tmp_path, ENTITY.current, ENTITY.history)
+
+
+def test_a_table_of_the_merge_layout_is_refused_until_migrated(tmp_path: Path) -> None:
+    assert ENTITY.current is not None
+    old_row = {"cluster_id": "c", "topic_id": KEYS[2][0], "partition_id": KEYS[2][1], "broker_id": KEYS[2][2],
+               "topic_name": "t", "directory": "old", "directory_state": "ASSIGNED", "offline": False,
+               "offline_reason": None, "since_offset": 5, "since_time": None}
+    write_deltalake(tmp_path / ENTITY.current, pa.Table.from_pylist([old_row], table_schemas()[ENTITY.current]))
+    with pytest.raises(InputError, match=r"older kraft-jbod .* run `jbod maintain"):
+        read_table(tmp_path, ENTITY.current)
+    writer = DeltaRsWriter(tmp_path, "app")
+    writer.ensure_tables()  # migrates: the old rows are final, only the column is added
+    assert REMOVED in DeltaTable(tmp_path / ENTITY.current).schema().to_arrow().names
+    writer.write_batch(0, _rows([(KEYS[0], 10, None), (KEYS[1], 11, {
+        "topic_name": "t", "directory": "d", "directory_state": "ASSIGNED", "offline": False,
+        "offline_reason": None})]))
+    assert sorted(r["since_offset"] for r in read_table(tmp_path, ENTITY.current).to_pylist()) == [5, 11]
+
+
+def test_a_fold_racing_a_batch_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events(7, 60)
+    batches = [events[i:i + 10] for i in range(0, len(events), 10)]
+    writer = DeltaRsWriter(tmp_path, "app")
+    writer.ensure_tables()
+    for batch_id in range(3):
+        writer.write_batch(batch_id, _rows(batches[batch_id]))
+    original = DeltaTable.merge
+    raced: list[str] = []
+
+    def merge_after_a_batch(self: DeltaTable, *args: Any, **kwargs: Any) -> Any:
+        # The job commits its next micro-batch between the fold's read of the table and its MERGE.
+        if not raced:
+            raced.append(self.table_uri)
+            writer.write_batch(3, _rows(batches[3]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaTable, "merge", merge_after_a_batch)
+    # Delta's conflict check may refuse the fold: then nothing was written, and the next maintenance folds.
+    with contextlib.suppress(CommitFailedError):
+        _fold_tables(tmp_path)
+    monkeypatch.undo()
+    assert raced
+    for batch_id in range(3, len(batches)):
+        writer.write_batch(batch_id, _rows(batches[batch_id]))
+    assert ENTITY.current is not None
+    want_current, want_history = _fold(events)
+    current, history = _read(tmp_path, ENTITY.current, ENTITY.history)
+    assert current == want_current and set(history) == want_history and len(history) == len(want_history)
+    _fold_tables(tmp_path)
+    assert (current, history) == _read(tmp_path, ENTITY.current, ENTITY.history)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from jbod_model.replay import replay_records
 from jbod_model.simulator.churn import ChurnSpec, churn_log
-from pipelines.lakehouse.tables import plan_batch, table_schemas
+from pipelines.lakehouse.tables import VERSIONED, plan_batch, stored_schemas, table_schemas
 from pipelines.streaming.codec import broker_from_text, broker_to_text, partition_from_text, partition_to_text
 
 
@@ -34,18 +34,28 @@ def test_events_of_a_key_become_versions_and_one_current_row() -> None:
     rows = [_event(0, "topic", ["T"], 5, {"topic_name": "a"}), _event(1, "topic", ["T"], 9, None),
             _event(2, "topic", ["T"], 12, {"topic_name": "a"}), _event(3, "topic", ["U"], 7, {"topic_name": "u"})]
     plan = plan_batch(rows)
-    history = plan.versions["topic_history"]
-    assert [(r["topic_id"], r["_close"], r["valid_from_offset"], r["valid_to_offset"]) for r in history] == [
-        ("T", True, None, 5), ("T", False, 5, 9), ("T", False, 12, None), ("U", True, None, 7), ("U", False, 7, None)]
-    current = {r["topic_id"]: r for r in plan.upserts["topics"]}
-    assert current["T"]["since_offset"] == 12 and not current["T"]["_deleted"]
+    history = plan.appends["topic_history"]
+    # Appended only, no end stored: the key's next row ends a version (readers derive it, jbod maintain stores it).
+    assert [(r["topic_id"], r["removed"], r["valid_from_offset"], r["valid_to_offset"]) for r in history] == [
+        ("T", False, 5, None), ("T", True, 9, None), ("T", False, 12, None), ("U", False, 7, None)]
+    current = {r["topic_id"]: r for r in plan.appends["topics"]}
+    assert current["T"]["since_offset"] == 12 and not current["T"]["removed"]
     assert current["T"]["since_time"] == 1012 * 1000  # microseconds
 
 
-def test_a_deleted_key_leaves_no_current_row_and_closes_its_version() -> None:
+def test_a_deleted_key_leaves_a_removed_row_that_ends_its_version() -> None:
     plan = plan_batch([_event(0, "broker", [1], 3, None)])
-    assert plan.upserts["brokers"][0]["_deleted"]
-    assert [r["_close"] for r in plan.versions["broker_history"]] == [True]
+    assert plan.appends["brokers"][0]["removed"]
+    assert [(r["removed"], r["valid_from_offset"]) for r in plan.appends["broker_history"]] == [(True, 3)]
+
+
+def test_every_stored_table_is_its_readers_columns_and_removed() -> None:
+    readers, on_disk = table_schemas(), stored_schemas()
+    assert readers.keys() == on_disk.keys()
+    for name, schema in readers.items():
+        extra = on_disk[name].names[len(schema.names):]
+        assert on_disk[name].names[:len(schema.names)] == schema.names
+        assert extra == (["removed"] if name in VERSIONED else []), name
 
 
 def test_every_table_has_a_cluster_id_and_snake_case_columns() -> None:

@@ -20,10 +20,12 @@ from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, Part
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
-from pipelines.lakehouse.tables import plan_batch
+from pipelines.lakehouse.tables import ENTITIES, plan_batch
 from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
 from pipelines.streaming.job import check_state_layout
 from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_rows
+
+CURRENT_TABLES = {e.current for e in ENTITIES.values()}
 
 
 def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
@@ -33,11 +35,13 @@ def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
 
 def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[tuple[str, int, str, str]]) -> None:
     plan = plan_batch([{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
-    for table, upserts in plan.upserts.items():
+    for table, appended in plan.appends.items():
+        if table not in CURRENT_TABLES:
+            continue
         target = current.setdefault(table, {})
-        for row in upserts:
+        for row in appended:
             key = tuple(v for k, v in row.items() if k in ("topic_id", "partition_id", "broker_id", "name"))
-            if row["_deleted"]:
+            if row["removed"]:
                 target.pop(key, None)
             else:
                 target[key] = row

@@ -73,20 +73,20 @@ class _CrashingWriter:
             return self.inner.write_batch(batch_id, rows)
         # Write a few tables for real, then die as if the driver was killed mid-batch.
         plan_tables: list[str] = []
-        original = self.inner._merge_history
+        original = self.inner._append
 
-        def counting_merge(entity: Any, history_rows: Any, bid: int) -> int:
-            plan_tables.append(entity.history)
+        def counting_append(name: str, table: Any, bid: int) -> int:
+            plan_tables.append(name)
             if len(plan_tables) > self.after:
                 _CrashingWriter.crashed = True
                 raise RuntimeError("killed mid-batch")
-            return original(entity, history_rows, bid)
+            return original(name, table, bid)
 
-        self.inner._merge_history = counting_merge  # type: ignore[method-assign]
+        self.inner._append = counting_append  # type: ignore[method-assign]
         try:
             return self.inner.write_batch(batch_id, rows)
         finally:
-            self.inner._merge_history = original  # type: ignore[method-assign]
+            self.inner._append = original  # type: ignore[method-assign]
 
 
 def test_a_crash_in_the_middle_of_a_batch_writes_nothing_twice(spark: SparkSession, tmp_path: Path) -> None:
