@@ -16,6 +16,7 @@ from jbod_model.errors import InputError
 from jbod_model.meta_properties import inventory
 from jbod_model.records.json_codec import dumps
 from jbod_model.report import format_directory
+from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.uuid import Uuid
 from pipelines.cli import shared
 from pipelines.cli.shared import JsonOpt
@@ -88,7 +89,7 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
         as_root: Annotated[bool, typer.Option(
             "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root (see jbod dirs).")
                            ] = False,
-        policy: Annotated[str | None, typer.Option(
+        policy: Annotated[ReadPolicy | None, typer.Option(
             "--policy", help="On undecodable input: 'fail' (naming the file and offsets), or 'skip' it, keep every "
                              "good record and write a log_gaps row per skipped range (profile: read_policy, "
                              "fail).", show_default=False)] = None,

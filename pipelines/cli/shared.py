@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
@@ -37,8 +38,10 @@ EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4
 InputsArg = Annotated[list[Path], typer.Argument(
     help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
          "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL.", show_default=False)]
-PolicyOpt = Annotated[str, typer.Option("--policy", help="On undecodable input: 'fail', or 'skip' it and report "
-                                                         "what was skipped (every good record is kept).")]
+#: ``--policy``: a Literal, so ``--help`` lists its values and click refuses others (``--policy maybe``).
+PolicyOpt = Annotated[ReadPolicy, typer.Option("--policy",
+                                        help="On undecodable input: 'fail', or 'skip' it and report what was skipped "
+                                             "(every good record is kept).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
 AsOfOpt = Annotated[str | None, typer.Option(
     "--as-of", help="With --tables: as of a time (ISO 8601, UTC unless it says otherwise): the last offset whose "
@@ -52,19 +55,68 @@ def policy(value: str) -> ReadPolicy:
     return "fail" if value == "fail" else "skip"
 
 
+def conventional_metavar(param: Any, ctx: Any) -> None:
+    """Give ``param`` the metavar click and Kafka's tools would show: nothing for a flag (typer writes ``<bool>``,
+    even for ``--help``, which reads as if the flag took a value: ``--json true``), the choices for a choice
+    (``[fail|skip]``), the argument's name for an argument, else click's type name (``INTEGER``, ``PATH``,
+    ``TEXT``). A metavar the command sets itself wins."""
+    if param.metavar is not None:
+        return
+    if isinstance(param, TyperArgument):
+        param.metavar = (param.name or "arg").upper()
+        # typer would add the argument's Python type in a column of its own (``<list[Path]>``).
+        param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+    elif isinstance(param, TyperOption):
+        if param.is_flag or param.count:
+            param.metavar = ""
+        elif param.type_descriptor.is_choice:
+            param.metavar = "[" + param.display_type(ctx).strip("<>") + "]"
+        else:
+            label = param.display_type(ctx).strip("<>").removeprefix("list[").removesuffix("]")
+            param.metavar = _CLICK_TYPE_NAMES.get(label, label.upper())
+
+
+_CLICK_TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "int range": "INTEGER", "float": "FLOAT",
+                     "float range": "FLOAT", "path": "PATH", "Path": "PATH"}
+
+
+class JbodCommand(TyperCommand):
+    """A typer command whose help shows conventional metavars (:func:`conventional_metavar`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:  # the --help option is made here, per call: set each time
+            conventional_metavar(param, ctx)
+        return params
+
+
+class JbodGroup(TyperGroup):
+    """A typer group whose help shows conventional metavars (:func:`conventional_metavar`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            conventional_metavar(param, ctx)
+        return params
+
+
+#: Every error message of the CLI starts with this, as click's own usage errors do.
+ERROR_PREFIX = "Error:"
+
+
 @contextmanager
 def fail() -> Iterator[None]:
     """The one place that turns model errors into messages and exit codes."""
     try:
         yield
     except ReplayFault as e:
-        console(stderr=True).print(f"[bold red]replay fault:[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] replay fault: {e}", highlight=False)
         raise typer.Exit(EXIT_REPLAY) from None
     except DecodeError as e:
-        console(stderr=True).print(f"[bold red]cannot decode:[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] cannot decode: {e}", highlight=False)
         raise typer.Exit(EXIT_DECODE) from None
     except (InputError, JbodError) as e:
-        console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] {e}", highlight=False)
         raise typer.Exit(EXIT_INPUT) from None
 
 

@@ -43,7 +43,7 @@ EXIT_VIOLATION = 1
 
 
 def _fail(message: str) -> typer.Exit:
-    shared.console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    shared.console(stderr=True).print(f"[bold red]{shared.ERROR_PREFIX}[/] {message}", highlight=False)
     return typer.Exit(EXIT_INPUT)
 
 
