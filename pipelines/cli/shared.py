@@ -168,7 +168,9 @@ def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamR
 def report_skips(loaded: LoadedInput) -> None:
     """Say on stderr what the input readers skipped under ``--policy skip``."""
     if not loaded.report.clean:
-        console(stderr=True).print(f"[yellow]skipped:[/] {loaded.report.summary()}", highlight=False)
+        # The summary counts what was read, then what was skipped: say so, or the counts read as skipped.
+        console(stderr=True).print(f"[yellow]read with damage skipped (--policy skip):[/] "
+                                   f"{loaded.report.summary()}", highlight=False)
     for reader in loaded.dump_readers:
         report = reader.report()
         for problem in report.problems:

@@ -71,6 +71,17 @@ def format_position(pos: LogPosition | None) -> str:
     return f"offset {pos.offset}" + (f" · {when}" if when else "")
 
 
+def format_since(pos: LogPosition) -> str:
+    """Where a history starts: ``the start of the log`` for offset -1 (nothing replayed before it), else
+    :func:`format_position`."""
+    return "the start of the log" if pos.offset < 0 else format_position(pos)
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 open incident``, ``2 open incidents``: a count with its noun in the right number."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
 def format_age(offsets: int | None, ms: int | None) -> str:
     if offsets is None:
         return "unknown"
@@ -200,13 +211,14 @@ def report_to_json(report: JbodReport) -> dict[str, Any]:
 
 def summary_line(report: JbodReport) -> str:
     s = report.summary
-    since = (f"history from {format_position(report.history_since)}" if report.history_since is not None
+    since = (f"history from {format_since(report.history_since)}" if report.history_since is not None
              else "no history (image only)")
     return (f"As of {format_position(report.as_of)} · metadata.version {report.metadata_version} · {since}\n"
-            f"{s.brokers} brokers ({s.fenced_brokers} fenced), {s.disks} disks ({s.offline_disks} offline), "
-            f"{s.partitions} partitions, {s.replicas} replicas: {s.offline_replicas} offline, "
-            f"{s.leaderless_partitions} leaderless, {s.under_min_isr_partitions} under min ISR, "
-            f"{s.pending_placements} pending placements, {s.open_incidents} open incidents")
+            f"{counted(s.brokers, 'broker')} ({s.fenced_brokers} fenced), {counted(s.disks, 'disk')} "
+            f"({s.offline_disks} offline), {counted(s.partitions, 'partition')}, {counted(s.replicas, 'replica')}: "
+            f"{s.offline_replicas} offline, {s.leaderless_partitions} leaderless, {s.under_min_isr_partitions} "
+            f"under min ISR, {counted(s.pending_placements, 'pending placement')}, "
+            f"{counted(s.open_incidents, 'open incident')}")
 
 
 def render_terminal(report: JbodReport, console: Console, make_table: TableFactory) -> None:
@@ -232,7 +244,7 @@ def render_terminal(report: JbodReport, console: Console, make_table: TableFacto
                       e.summary)
         console.print(t)
     elif report.history_since is not None:
-        console.print(f"No incidents since {format_position(report.history_since)}.", highlight=False)
+        console.print(f"No incidents since {format_since(report.history_since)}.", highlight=False)
 
     if report.incidents:
         t = make_table("Incidents", "#", "incident", "started", "ended", "lasted", "replicas offline")
