@@ -8,6 +8,7 @@ usage, 3 undecodable bytes or text, 4 a record that cannot be replayed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,10 +28,19 @@ from jbod_model.sources import LoadedInput
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry, StreamRunner
 
+#: The width of output that is not a terminal (a pipe, a log, a file) and has no COLUMNS: wide enough that rich
+#: never wraps a table cell (``DIRECTORY_OFF`` / ``LINE``), so every line can be grepped and every name copied.
+UNWRAPPED_WIDTH = 100_000
+
 
 def console(*, stderr: bool = False) -> Console:
-    """A console for one use: built per use so the terminal width (COLUMNS) is read when printing, not at import."""
-    return Console(stderr=stderr, soft_wrap=True)
+    """A console for one use: built per use so the terminal width (COLUMNS) is read when printing, not at import.
+    On a terminal, or with COLUMNS set, tables fit that width; elsewhere they are not wrapped at all (rich would
+    otherwise assume 80 columns and break words mid-way)."""
+    out = Console(stderr=stderr, soft_wrap=True)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out.width = UNWRAPPED_WIDTH
+    return out
 
 
 EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4

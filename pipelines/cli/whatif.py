@@ -24,7 +24,7 @@ from jbod_model.whatif import what_if_directories_fail
 from pipelines.cli import shared
 from pipelines.cli.shared import AsOfOpt, JsonOpt
 from pipelines.report.load import directory_paths_for, load_paths, resolve_as_of
-from pipelines.report.render import counted
+from pipelines.report.wording import counted
 
 
 def directory_id(value: str, paths: DirectoryPaths | None = None, online: frozenset[Uuid] = frozenset()) -> Uuid:

@@ -43,6 +43,7 @@ from jbod_model.report import (
     format_duration_ms,
     format_partitions,
 )
+from pipelines.report.wording import counted
 
 #: Bumped only when a key of docs/report-json.md is renamed or removed (adding keys keeps the version).
 REPORT_JSON_VERSION: Final = 1
@@ -75,11 +76,6 @@ def format_since(pos: LogPosition) -> str:
     """Where a history starts: ``the start of the log`` for offset -1 (nothing replayed before it), else
     :func:`format_position`."""
     return "the start of the log" if pos.offset < 0 else format_position(pos)
-
-
-def counted(n: int, singular: str, plural: str | None = None) -> str:
-    """``1 open incident``, ``2 open incidents``: a count with its noun in the right number."""
-    return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
 def format_age(offsets: int | None, ms: int | None) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from pipelines.report.render import counted
+from pipelines.report.wording import counted
 
 runner = CliRunner(env={"COLUMNS": "200"})
 DEMO = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
