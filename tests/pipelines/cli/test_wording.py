@@ -36,3 +36,19 @@ def test_whatif_explains_its_records_and_counts_agree() -> None:
     assert result.exit_code == 0, result.output
     assert "1 partition loses its leader" in result.stdout and not ONE_PLURAL.search(result.stdout)
     assert "the controller would write 3 metadata records" in result.stdout
+
+
+#: What belongs in the docs and the tests, not in a command's output: test paths, issue ids, the spec's tooling.
+INTERNALS = re.compile(r"tests/|TLA\+|\breproduces\b|\bS\d\b")
+
+
+def test_user_output_names_no_internals(tmp_path: Path) -> None:
+    from pipelines.quality import SKIPS
+
+    listed = runner.invoke(app, ["simulate", "--list"])
+    ran = runner.invoke(app, ["simulate", "demo", "--out", str(tmp_path / "demo"), "--seed", "2"])
+    assert listed.exit_code == 0 and ran.exit_code == 0, ran.output
+    for text in (ran.stdout, *(s.reason for s in SKIPS)):
+        assert not INTERNALS.search(text), INTERNALS.search(text)
+    # The scenario list: no "reproduces S3, S4" column (the scenarios' own descriptions belong to the simulator).
+    assert not re.search(r"\breproduces\b|\bS\d, S\d\b", listed.stdout)
