@@ -43,7 +43,7 @@ from jbod_model.report import (
     format_duration_ms,
     format_partitions,
 )
-from pipelines.report.wording import counted
+from pipelines.report.wording import FIRST_NAMES, counted
 
 #: Bumped only when a key of docs/report-json.md is renamed or removed (adding keys keeps the version).
 REPORT_JSON_VERSION: Final = 1
@@ -523,6 +523,7 @@ def _environment() -> jinja2.Environment:
     env.filters["hit"] = _hit
     env.globals["format_age"] = format_age
     env.globals["format_partitions"] = format_partitions
+    env.globals["first_names"] = FIRST_NAMES
     return env
 
 
