@@ -78,7 +78,7 @@ def test_chromium_shows_the_list_collapsed(tmp_path: Path) -> None:
 
 def _content_height(png: Path) -> int:
     """The last row of the screenshot that is not the page's background (white): how tall the content is."""
-    from PIL import Image  # noqa: PLC0415 - Pillow comes with matplotlib
+    from PIL import Image
 
     with Image.open(png) as img:
         rgb = img.convert("RGB")
