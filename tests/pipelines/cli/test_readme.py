@@ -21,7 +21,7 @@ def console_commands(readme: Path = REPO / "README.md") -> list[list[str]]:
 def test_readme_outputs_go_to_ignored_folders() -> None:
     outputs = [argv[i + 1] for argv in console_commands() for i, a in enumerate(argv[:-1])
                if a in ("--html", "--out", "--tables")]
-    assert any(o.endswith(".html") or o.endswith("/") for o in outputs)
+    assert any(o.endswith((".html", "/")) for o in outputs)
     # A folder is checked through a file in it (a pattern like /lakehouse/ matches directories only).
     for out in (o if o.endswith(".html") else o.rstrip("/") + "/file" for o in outputs):
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", out], cwd=REPO, check=False)

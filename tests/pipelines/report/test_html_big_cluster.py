@@ -64,7 +64,8 @@ def test_chromium_shows_the_list_collapsed(tmp_path: Path) -> None:
     """Rendered by a real browser, the page with 300 names on a disk is about as tall as the one with three: the
     hidden names take no space. The screenshot is left in tmp_path to look at."""
     heights = {}
-    for name, report in (("big", big_report()), ("small", build_report(load_from_inputs([DEMO]).image))):
+    data = load_from_inputs([DEMO])
+    for name, report in (("big", big_report()), ("small", build_report(data.image, history=data.history))):
         page = tmp_path / f"{name}.html"
         page.write_text(render_html(report), encoding="utf-8")
         shot = tmp_path / f"{name}.png"
