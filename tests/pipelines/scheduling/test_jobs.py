@@ -239,7 +239,7 @@ def test_the_demo_jobs_run_from_a_fresh_clone_without_environment(monkeypatch: p
     result = runner.invoke(app, ["jobs", "run", "disk-risk"])
     assert result.exit_code == 0, result.output
     assert result.stderr.index("job demo-image") < result.stderr.index("job disk-risk")
-    assert "lose their leader" in result.stdout or "losesLeader" in result.stdout
+    assert "loses its leader" in result.stdout or "losesLeader" in result.stdout
 
 
 def test_spark_submit_prints_a_command_line_for_the_jobs_profile(tmp_path: Path) -> None:
