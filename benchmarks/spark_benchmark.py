@@ -1,16 +1,19 @@
-"""End-to-end benchmark of the Spark job against the pure model.
+"""End-to-end benchmark of the Spark job against DuckDB and the pure model.
 
-Generates a large synthetic JBOD cluster log (``pipelines.synthetic``: brokers with several disks, topics, ISR churn,
+Generates a large JBOD cluster log (``jbod_model.simulator.churn``: brokers with several disks, topics, ISR churn,
 disk failures, fencing, reassignments, deletions, transactions and mostly NoOps), writes it as a node's metadata log
-dir, then measures:
+dir and as canonical JSONL, then measures, in one run on the same machine:
 
-1. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
-2. the Spark job (``pipelines.streaming.job.run_job``, local[2], deltalake tables) on the same log, from an empty
-   checkpoint — throughput in entries/s and the ratio to the pure model;
-3. an incremental run after appending 1 % more records to the log (same checkpoint): what a scheduled job pays per
-   run once the cluster is loaded.
+1. DuckDB SQL over the JSONL records (``../shared/bench/duckdb_baseline.py``, final image only; its image is checked
+   against the model's): the speed anchor every other time is a ratio to;
+2. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
+3. the Spark job (``pipelines.streaming.job.run_job``, deltalake tables) from an empty checkpoint for each ``--runs``
+   MASTER:BUCKETS (e.g. ``local[1]:4,local[2]:4``: does one cluster use both cores?), session start apart;
+4. an incremental run after appending 1 % more records to the log (the last run's checkpoint): what a scheduled job
+   pays per run once the cluster is loaded.
 
-Usage: ``python benchmarks/spark_benchmark.py [--partitions N] [--operations N] [--out DIR] [--json]``.
+Usage: ``python benchmarks/spark_benchmark.py [--topics N] [--partitions-per-topic N] [--operations N] [--runs …]
+[--out DIR] [--json]``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,11 +31,15 @@ from typing import Any
 
 from jbod_model.image_json import image_to_json
 from jbod_model.replay import Replayer
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_jsonl_file, write_metadata_dir
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.lakehouse.tables import as_of_image
 from pipelines.streaming.job import run_job, spark_session
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
+
+#: The DuckDB speed anchor (``../shared/bench`` beside the repository's checkout).
+DUCKDB_BASELINE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
 
 
 def _pure_replay(node: Path) -> tuple[float, dict[str, Any]]:
@@ -44,75 +52,124 @@ def _pure_replay(node: Path) -> tuple[float, dict[str, Any]]:
     return time.perf_counter() - started, image_to_json(image)
 
 
+def _duckdb(records: Path, out: Path) -> tuple[float, dict[str, Any]]:
+    """The speed anchor: ``../shared/bench/duckdb_baseline.py`` over the same records (final image only)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(DUCKDB_BASELINE), str(records), "--out", str(out)], check=True,
+                   capture_output=True, text=True)
+    return time.perf_counter() - started, json.loads(out.read_text())
+
+
+def _check_duckdb(duck: dict[str, Any], image: dict[str, Any]) -> None:
+    """The baseline derives the same final image as ours (partitions and offline replicas), or its time means
+    nothing."""
+    ours = {(p["topicId"], p["partitionId"]): (p["replicas"], p["isr"], p["leader"]) for p in image["partitions"]}
+    theirs = {(p["topicId"], p["partition"]): (p["replicas"], p["isr"], p["leader"]) for p in duck["partitions"]}
+    assert ours == theirs, "DuckDB's partitions differ from the model's"
+    offline = {(r["topicId"], r["partitionId"], r["brokerId"]) for r in image["replicas"] if r["offline"]}
+    assert offline == {(r["topicId"], r["partition"], r["broker"]) for r in duck["offlineReplicas"]}, \
+        "DuckDB's offline replicas differ from the model's"
+
+
+def _spark_run(work: Path, master: str, buckets: int, pure_image: dict[str, Any]) -> dict[str, float]:
+    """One full ``run_job`` from an empty checkpoint in a fresh session; the tables checked against the model."""
+    tables = work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
+    shutil.rmtree(tables, ignore_errors=True)
+    started = time.perf_counter()
+    spark = spark_session(master)
+    session = time.perf_counter() - started
+    try:
+        run = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
+        assert as_of_image(tables, "bench") == pure_image, f"{master}, {buckets} buckets: tables differ from the model"
+    finally:
+        spark.stop()
+    return {"session_seconds": round(session, 2), "job_seconds": round(run.seconds, 2), "batches": len(run.batches),
+            "compute_seconds": round(sum(b.compute_seconds for b in run.batches), 2),
+            "write_seconds": round(sum(b.seconds - b.compute_seconds for b in run.batches), 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--brokers", type=int, default=24)
+    parser.add_argument("--dirs-per-broker", type=int, default=3)
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--partitions-per-topic", type=int, default=25)
     parser.add_argument("--operations", type=int, default=60_000)
     parser.add_argument("--noop-share", type=float, default=0.7)
+    parser.add_argument("--runs", default="local[1]:1,local[1]:4,local[2]:4",
+                        help="Spark runs as MASTER:BUCKETS, comma-separated (each from an empty checkpoint); the "
+                             "incremental run follows the last.")
     parser.add_argument("--out", type=Path, default=None, help="Work directory (default: a temporary one).")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON only.")
     args = parser.parse_args(argv)
 
-    spec = SyntheticSpec(brokers=args.brokers, dirs_per_broker=3, topics=args.topics,
+    spec = ChurnSpec(brokers=args.brokers, dirs_per_broker=args.dirs_per_broker, topics=args.topics,
                          partitions_per_topic=args.partitions_per_topic, replication_factor=3,
                          operations=args.operations, noop_share=args.noop_share, seed=2024)
     work = args.out or Path(tempfile.mkdtemp(prefix="kraft-jbod-bench-"))
     shutil.rmtree(work / "in", ignore_errors=True)
-    shutil.rmtree(work / "tables", ignore_errors=True)
-    shutil.rmtree(work / "checkpoint", ignore_errors=True)
+    for old in work.glob("tables-*"):
+        shutil.rmtree(old, ignore_errors=True)
 
     started = time.perf_counter()
-    base = generate(spec)
+    base = churn_log(spec)
     # The generator is deterministic: more operations extend the same log, so the extra 1 % continues it.
-    extended = generate(replace(spec, operations=int(spec.operations * 1.01) + 1))
+    extended = churn_log(replace(spec, operations=int(spec.operations * 1.01) + 1))
     assert [e.offset for e in extended[: len(base)]] == [e.offset for e in base]
     extra = list(extended[len(base):])
     while extra and extra[0].batch_base_offset is not None and extra[0].batch_base_offset < len(base):
         extra.pop(0)  # never split a batch across the two runs' files
     node = write_metadata_dir(work / "in" / "node-1", base, cluster_id="bench", records_per_segment=50_000)
+    records = write_jsonl_file(work / "records.jsonl", base)
     generated = time.perf_counter() - started
 
+    duck_seconds, duck_image = _duckdb(records, work / "duckdb-image.json")
     pure_seconds, pure_image = _pure_replay(node)
+    _check_duckdb(duck_image, pure_image)
 
-    spark_started = time.perf_counter()
-    spark = spark_session("local[2]")
-    session_seconds = time.perf_counter() - spark_started
-    tables, checkpoint = work / "tables", work / "checkpoint"
-    first = run_job([work / "in"], tables, checkpoint, spark=spark)
-    first_seconds = first.seconds
-    got = as_of_image(tables, "bench")
-    assert got == pure_image, "the tables differ from the pure model"
+    runs: dict[str, dict[str, float]] = {}
+    last: tuple[str, int] | None = None
+    for item in args.runs.split(","):
+        master, _, buckets = item.rpartition(":")
+        runs[item] = _spark_run(work, master, int(buckets), pure_image)
+        runs[item]["over_duckdb"] = round(runs[item]["job_seconds"] / duck_seconds, 1)
+        last = (master, int(buckets))
+    assert last is not None
 
     segments = sorted((node / METADATA_PARTITION_DIR).glob("*.log"))
     new_segment = node / METADATA_PARTITION_DIR / segment_file_name(extra[0].offset) if extra else segments[-1]
     new_segment.touch()
     append_to_segment(new_segment, extra)
-    second = run_job([work / "in"], tables, checkpoint, spark=spark)
+    master, buckets = last
+    tables = work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
+    spark = spark_session(master)
+    try:
+        second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
+    finally:
+        spark.stop()
     _, pure_after = _pure_replay(node)
     assert as_of_image(tables, "bench") == pure_after, "the incremental run differs from the pure model"
-    spark.stop()
+    full = runs[f"{master}:{buckets}"]["job_seconds"]
 
     image = pure_image
-    results = {
+    results: dict[str, Any] = {
         "entries": len(base),
         "brokers": len(image["brokers"]),
         "partitions": len(image["partitions"]),
         "replicas": len(image["replicas"]),
         "generate_seconds": round(generated, 2),
+        "duckdb_seconds": round(duck_seconds, 2),
         "pure_model_seconds": round(pure_seconds, 2),
-        "pure_model_entries_per_second": round(len(base) / pure_seconds),
-        "spark_session_seconds": round(session_seconds, 2),
-        "spark_job_seconds": round(first_seconds, 2),
-        "spark_entries_per_second": round(len(base) / first_seconds),
-        "spark_over_pure_ratio": round(first_seconds / pure_seconds, 1),
-        "spark_output_rows": first.rows,
+        "pure_over_duckdb": round(pure_seconds / duck_seconds, 1),
+        "spark_runs": runs,
         "incremental_entries": len(extra),
         "incremental_seconds": round(second.seconds, 2),
-        "incremental_output_rows": second.rows,
+        "incremental_over_full": round(second.seconds / full, 3),
         "work_dir": str(work),
     }
+    keys = list(runs)
+    if len(keys) >= 2:
+        results["speedup_last_over_first"] = round(runs[keys[0]]["job_seconds"] / runs[keys[-1]]["job_seconds"], 2)
     if args.json:
         print(json.dumps(results))
     else:

@@ -30,6 +30,7 @@ from jbod_model.records.metadata import (
     RegisterBrokerRecord,
     TopicRecord,
 )
+from jbod_model.slots import slot_constructor
 from jbod_model.uuid import Uuid
 
 LossHandler = Callable[[str], None]
@@ -138,12 +139,12 @@ class PartitionRegistration:
         if dirs and len(dirs) != len(record.replicas):
             raise ReplayFault("InvalidReplicaDirectoriesException: the lengths for replicas and directories do "
                               "not match", record=record)
-        return cls(replicas=record.replicas, directories=_default_to_migrating(dirs, len(record.replicas)),
-                   isr=record.isr, removing_replicas=record.removing_replicas,
-                   adding_replicas=record.adding_replicas, elr=record.eligible_leader_replicas or (),
-                   last_known_elr=record.last_known_elr or (), leader=record.leader,
-                   leader_recovery_state=record.leader_recovery_state, leader_epoch=record.leader_epoch,
-                   partition_epoch=record.partition_epoch)
+        # The directories now have the replicas' length (checked above, or defaulted), which is all __post_init__
+        # checks: build without it (one of these per PartitionRecord).
+        return _new_partition(record.replicas, _default_to_migrating(dirs, len(record.replicas)), record.isr,
+                              record.removing_replicas, record.adding_replicas, record.eligible_leader_replicas or (),
+                              record.last_known_elr or (), record.leader, record.leader_recovery_state,
+                              record.leader_epoch, record.partition_epoch)
 
     def merge(self, record: PartitionChangeRecord) -> PartitionRegistration:
         """Mirrors ``PartitionRegistration.merge`` as of 3.7.1+ (KAFKA-16583, R1.4).
@@ -170,20 +171,19 @@ class PartitionRegistration:
             leader, leader_epoch = self.leader, self.leader_epoch
         else:
             leader, leader_epoch = record.leader, self.leader_epoch + 1
-        return PartitionRegistration(
-            replicas=new_replicas,
-            directories=new_dirs,
-            isr=record.isr if record.isr is not None else self.isr,
-            removing_replicas=(record.removing_replicas if record.removing_replicas is not None
-                               else self.removing_replicas),
-            adding_replicas=record.adding_replicas if record.adding_replicas is not None else self.adding_replicas,
-            elr=record.eligible_leader_replicas if record.eligible_leader_replicas is not None else self.elr,
-            last_known_elr=record.last_known_elr if record.last_known_elr is not None else self.last_known_elr,
-            leader=leader,
-            leader_recovery_state=(record.leader_recovery_state if record.leader_recovery_state != -1
-                                   else self.leader_recovery_state),
-            leader_epoch=leader_epoch,
-            partition_epoch=self.partition_epoch + 1,
+        # The lengths were checked above (all that __post_init__ checks): build without it, once per change record.
+        return _new_partition(
+            new_replicas,
+            new_dirs,
+            record.isr if record.isr is not None else self.isr,
+            record.removing_replicas if record.removing_replicas is not None else self.removing_replicas,
+            record.adding_replicas if record.adding_replicas is not None else self.adding_replicas,
+            record.eligible_leader_replicas if record.eligible_leader_replicas is not None else self.elr,
+            record.last_known_elr if record.last_known_elr is not None else self.last_known_elr,
+            leader,
+            record.leader_recovery_state if record.leader_recovery_state != -1 else self.leader_recovery_state,
+            leader_epoch,
+            self.partition_epoch + 1,
         )
 
     def directory(self, broker_id: int) -> Uuid:
@@ -223,9 +223,20 @@ class PartitionRegistration:
             last_known_elr=self.last_known_elr if version >= 2 and self.last_known_elr else None)
 
 
+#: PartitionRegistration from its fields in declaration order, without __post_init__ (see jbod_model.slots).
+_new_partition: Final = slot_constructor(PartitionRegistration)
+
+
 def _default_to_migrating(dirs: tuple[Uuid, ...], replica_count: int) -> tuple[Uuid, ...]:
     """``PartitionRegistration.defaultToMigrating`` (R1.3/R1.4 step 3)."""
-    if not dirs or all(d == MIGRATING for d in dirs):
+    if not dirs:
+        return migrating_array(replica_count)
+    first = dirs[0]
+    # Almost every array holds real directory ids: one comparison settles it (ids decoded from a log are shared
+    # instances, so usually without even calling Uuid.__eq__).
+    if first is not MIGRATING and first != MIGRATING:
+        return dirs
+    if all(d == MIGRATING for d in dirs):
         return migrating_array(replica_count)
     return dirs
 

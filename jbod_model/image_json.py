@@ -6,33 +6,94 @@ from __future__ import annotations
 
 from typing import Any
 
-from jbod_model.image import MetadataImage
-from jbod_model.replicas import replica_view
+import orjson
+
+from jbod_model.directory_id import DirectoryState
+from jbod_model.image import ClusterImage, MetadataImage
+from jbod_model.records.json_codec import dumps
+from jbod_model.replicas import offline_reason
+from jbod_model.slots import gc_paused
+from jbod_model.uuid import Uuid
 
 
 def image_to_json(image: MetadataImage) -> dict[str, Any]:
-    """The image JSON contract: featureLevel, metadataVersion, lastOffset, brokers, topics, partitions, replicas."""
+    """The image JSON contract (see :func:`_image_to_json`), built with the cyclic collector paused: the document is
+    millions of acyclic dicts and lists, and collections triggered while building it would walk them (and the
+    image) over and over."""
+    with gc_paused():
+        return _image_to_json(image)
+
+
+def _image_to_json(image: MetadataImage) -> dict[str, Any]:
+    """The image JSON contract: featureLevel, metadataVersion, lastOffset, brokers, topics, partitions, replicas.
+
+    Linear in the image: topics are sorted once by their id's text and each topic's partitions by id, so partitions
+    and replicas come out in contract order without sorting millions of rows; a replica's state is a function of
+    (broker, directory) only, and a cluster has few of those, so each is worked out once
+    (:func:`jbod_model.replicas.offline_reason` — the replica view's own rule) and each id printed once."""
     mv = image.metadata_version
     brokers = [
         {"brokerId": b.id, "brokerEpoch": b.epoch, "incarnationId": str(b.incarnation_id), "fenced": b.fenced,
          "inControlledShutdown": b.in_controlled_shutdown, "logDirs": [str(d) for d in b.directories]}
         for b in sorted(image.cluster.brokers.values(), key=lambda b: b.id)
     ]
-    topics = sorted(({"topicId": str(t.id), "name": t.name} for t in image.topics.by_id.values()),
-                    key=lambda t: t["topicId"])
-    partitions = sorted(
-        ({"topicId": str(t.id), "partitionId": pid, "replicas": list(p.replicas), "isr": list(p.isr),
-          "leader": p.leader, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
-          "directories": [str(d) for d in p.directories], "addingReplicas": list(p.adding_replicas),
-          "removingReplicas": list(p.removing_replicas), "eligibleLeaderReplicas": list(p.elr),
-          "lastKnownElr": list(p.last_known_elr)}
-         for t, pid, p in image.topics.partitions()),
-        key=lambda p: (p["topicId"], p["partitionId"]))
-    replicas = sorted(
-        ({"topicId": str(r.topic_id), "partitionId": r.partition_id, "brokerId": r.broker_id,
-          "directory": str(r.directory), "directoryState": r.directory_state.value, "offline": r.offline,
-          "offlineReason": r.offline_reason.value if r.offline_reason else None}
-         for r in replica_view(image)),
-        key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
+    ordered = sorted(((str(t.id), t) for t in image.topics.by_id.values()), key=lambda pair: pair[0])
+    topics = [{"topicId": text, "name": t.name} for text, t in ordered]
+    cluster = image.cluster
+    # Keyed by id(): Uuid hashing runs Python code, and every id here is alive in the image for the whole call.
+    texts: dict[int, str] = {}
+    states: dict[tuple[int, int], tuple[str, str, bool, str | None]] = {}
+    partitions: list[dict[str, Any]] = []
+    replicas: list[dict[str, Any]] = []
+    for text, t in ordered:
+        parts = t.partitions
+        for pid in sorted(parts):
+            p = parts[pid]
+            directories = p.directories
+            dir_texts = []
+            for d in directories:
+                dt = texts.get(id(d))
+                if dt is None:
+                    dt = texts[id(d)] = str(d)
+                dir_texts.append(dt)
+            partitions.append(
+                {"topicId": text, "partitionId": pid, "replicas": list(p.replicas), "isr": list(p.isr),
+                 "leader": p.leader, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
+                 "directories": dir_texts, "addingReplicas": list(p.adding_replicas),
+                 "removingReplicas": list(p.removing_replicas), "eligibleLeaderReplicas": list(p.elr),
+                 "lastKnownElr": list(p.last_known_elr)})
+            # The replica view zips replicas with directories strictly (an image never holds arrays of different
+            # lengths: PartitionRegistration refuses them), then the contract orders a partition's replicas by
+            # broker id; sorted() is stable, as the full sort the contract describes is.
+            pairs = list(zip(p.replicas, directories, strict=True))
+            if len(pairs) > 1:
+                pairs.sort(key=_broker_of)
+            for broker_id, directory in pairs:
+                key = (broker_id, id(directory))
+                state = states.get(key)
+                if state is None:
+                    state = states[key] = _replica_state(cluster, broker_id, directory)
+                replicas.append({"topicId": text, "partitionId": pid, "brokerId": broker_id, "directory": state[0],
+                                 "directoryState": state[1], "offline": state[2], "offlineReason": state[3]})
     return {"featureLevel": mv.feature_level, "metadataVersion": mv.name, "lastOffset": image.last_offset,
             "brokers": brokers, "topics": topics, "partitions": partitions, "replicas": replicas}
+
+
+def image_json_text(doc: dict[str, Any]) -> str:
+    """The text of an image JSON document, exactly as :func:`jbod_model.records.json_codec.dumps` writes it
+    (compact, non-ASCII raw), by orjson: the two differ only on floats (exponents, non-finite values), which the
+    image contract has none of, and on integers beyond 64 bits, for which this falls back to ``dumps``."""
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    except orjson.JSONEncodeError:
+        return dumps(doc)
+
+
+def _broker_of(pair: tuple[int, Uuid]) -> int:
+    return pair[0]
+
+
+def _replica_state(cluster: ClusterImage, broker_id: int, directory: Uuid) -> tuple[str, str, bool, str | None]:
+    """The JSON fields of a replica's directory state: text, state, offline, reason."""
+    reason = offline_reason(cluster, broker_id, directory)
+    return str(directory), DirectoryState.of(directory).value, reason is not None, reason.value if reason else None

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from jbod_model.errors import InputError, ReplayFault
+from jbod_model.gaps import absorb as absorb_gap_consequence
 from jbod_model.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -60,6 +61,8 @@ from jbod_model.records.metadata import (
 from jbod_model.uuid import Uuid
 
 _REMOVED = None
+#: The records that open, close or abort a metadata transaction (:class:`TransactionBuffer`).
+_TRANSACTION_RECORDS = (BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)
 
 
 @dataclass(slots=True)
@@ -157,16 +160,35 @@ class MetadataDelta:
     # -- replay ----------------------------------------------------------------------------------------------
 
     def replay(self, record: Record, offset: int | None = None) -> None:
-        """Apply one record to the delta (``MetadataDelta.replay``). Raises ReplayFault with the offset set."""
+        """Apply one record to the delta (``MetadataDelta.replay``). Raises ReplayFault with the offset set —
+        unless the fault is a consequence of a range skipped under policy ``skip`` (:mod:`jbod_model.gaps`): then
+        the record is left out (it changed nothing) and provenance moves past it."""
         try:
             self._replay(record)
         except ReplayFault as fault:
-            raise fault.located(offset=offset) from None
+            located = fault.located(offset=offset)
+            if not absorb_gap_consequence(located):
+                raise located from None
         if offset is not None:
             self._last_offset = offset
 
     def _replay(self, record: Record) -> None:
+        # The cases are tried in order: the record types that make up almost all of a log come first.
         match record:
+            case PartitionChangeRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+                prev = change.get(record.partition_id)
+                if prev is None:
+                    raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}",
+                                      record=record)
+                change.changed[record.partition_id] = prev.merge(record)
+            case PartitionRecord():
+                change = self._topic(record.topic_id)
+                if change is None:
+                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+                change.changed[record.partition_id] = PartitionRegistration.from_record(record)
             case NoOpRecord():
                 pass
             case RegisterBrokerRecord():
@@ -184,20 +206,6 @@ class MetadataDelta:
                 self._replay_registration_change(record)
             case TopicRecord():
                 self._replay_topic(record)
-            case PartitionRecord():
-                change = self._topic(record.topic_id)
-                if change is None:
-                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
-                change.changed[record.partition_id] = PartitionRegistration.from_record(record)
-            case PartitionChangeRecord():
-                change = self._topic(record.topic_id)
-                if change is None:
-                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
-                prev = change.get(record.partition_id)
-                if prev is None:
-                    raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}",
-                                      record=record)
-                change.changed[record.partition_id] = prev.merge(record)
             case RemoveTopicRecord():
                 change = self._topic(record.topic_id)
                 if change is None:
@@ -428,11 +436,17 @@ class TransactionBuffer:
         """Take one entry; return what it settles, or None while a transaction stays open."""
         record = entry.record
         if isinstance(record, BeginTransactionRecord):
+            dropped: tuple[LogEntry, ...] = ()
             if self._open:
-                raise ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
-                                  offset=entry.offset, source=entry.source)
+                fault = ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
+                                    offset=entry.offset, source=entry.source)
+                # Under policy skip the open transaction's end may have been in a skipped range: its outcome is
+                # unknown, so its records are dropped (as an abort would) and the new transaction begins.
+                if not absorb_gap_consequence(fault, self._pending[1:]):
+                    raise fault
+                dropped = self.drop()
             self._open, self._pending = True, [entry]
-            return None
+            return Settled((), aborted=dropped) if dropped else None
         if self._open:
             self._pending.append(entry)
             if isinstance(record, EndTransactionRecord):
@@ -441,8 +455,12 @@ class TransactionBuffer:
                 return Settled((entry,), aborted=self.drop()[:-1])
             return None
         if isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
-            raise ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
-                              offset=entry.offset, source=entry.source)
+            fault = ReplayFault(f"{record.TYPE_NAME} without a BeginTransactionRecord", record=record,
+                                offset=entry.offset, source=entry.source)
+            # Its BeginTransactionRecord may have been in a skipped range (policy skip): the records since were
+            # replayed as they came; the end itself changes nothing.
+            if not absorb_gap_consequence(fault):
+                raise fault
         return Settled((entry,))
 
     def drop(self) -> tuple[LogEntry, ...]:
@@ -479,6 +497,10 @@ class Replayer:
 
     def replay(self, entry: LogEntry) -> None:
         """Replay one entry; raises ReplayFault naming the entry's source and offset."""
+        if not self._transactions.open and not isinstance(entry.record, _TRANSACTION_RECORDS):
+            # Outside a transaction a plain record settles as itself: skip the buffer (this runs per record).
+            self._replay_now(entry)
+            return
         settled = self._transactions.offer(entry)
         for e in settled.apply if settled is not None else ():
             self._replay_now(e)

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from jbod_model.dumplog import DumpLogReader, ErrorPolicy
 from jbod_model.errors import InputError
+from jbod_model.gaps import GapConsequences
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
-from jbod_model.storage.files import FileKind, file_kind, parse_snapshot_name
-from jbod_model.storage.log_reader import ReadPolicy, ReadReport, read_log_entries
-from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries
+from jbod_model.storage.files import FileKind, parse_snapshot_name
+from jbod_model.storage.log_reader import ReadPolicy, ReadReport
+from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries, record_file
 from jbod_model.stream import StreamEntry, read_jsonl
 
 _SNIFF_BYTES = 4096
@@ -40,30 +42,32 @@ class InputKind(Enum):
 
 
 def detect_kind(path: str | Path) -> InputKind:
-    """Decide by name first (Kafka's file names are exact), then by content for text files."""
+    """Decide by name when Kafka named the file (its names are exact), else by content: a file that starts with a
+    sound record batch is a segment or snapshot (:func:`~jbod_model.storage.metadata_dir.record_file`), a text
+    file is canonical JSONL or dump-log output."""
     p = Path(path)
     if p.is_dir():
         return InputKind.METADATA_DIR
     if not p.is_file():
         raise InputError(f"{p}: no such file or directory")
-    kind = file_kind(p)
-    if kind is FileKind.SEGMENT:
-        return InputKind.SEGMENT
-    if kind is FileKind.SNAPSHOT:
-        return InputKind.SNAPSHOT
-    if kind is FileKind.BOOTSTRAP:
-        return InputKind.BOOTSTRAP
+    rf = record_file(p)
+    if rf is not None:
+        return _RECORD_FILE_KINDS[rf.kind]
     with p.open("rb") as f:
         head = f.read(_SNIFF_BYTES)
     if b"\x00" in head:
-        raise InputError(f"{p}: a binary file that is not named like a metadata segment (<20 digits>.log) or "
-                         "snapshot (<20 digits>-<10 digits>.checkpoint)")
+        raise InputError(f"{p}: a binary file that is neither a metadata segment nor a snapshot (it does not start "
+                         "with a valid record batch: magic 2, a length that fits the file, a matching CRC)")
     text = head.decode("utf-8", errors="replace").lstrip()
     if text.startswith("{"):
         return InputKind.JSONL
     if "baseOffset:" in text or "| offset:" in text or "Dumping " in text or " payload: " in text:
         return InputKind.DUMP_TEXT
     raise InputError(f"{p}: neither canonical JSONL (one JSON object per line) nor kafka-dump-log output")
+
+
+_RECORD_FILE_KINDS = {FileKind.SEGMENT: InputKind.SEGMENT, FileKind.SNAPSHOT: InputKind.SNAPSHOT,
+                      FileKind.BOOTSTRAP: InputKind.BOOTSTRAP}
 
 
 @dataclass
@@ -75,6 +79,39 @@ class LoadedInput:
     kinds: tuple[InputKind, ...]
     report: ReadReport = field(default_factory=ReadReport)
     dump_readers: list[DumpLogReader] = field(default_factory=list)
+    #: Records left out of the replay as consequences of what was skipped (replay inside :meth:`replaying`).
+    consequences: GapConsequences = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.consequences = GapConsequences(self.latest_gap)
+
+    def _ranges(self) -> list[str]:
+        out = [str(s) for s in self.report.skipped] + [str(m) for m in self.report.missing]
+        for reader in self.dump_readers:
+            out += [str(p) for p in reader.report().problems]
+        return out
+
+    def latest_gap(self) -> str | None:
+        """The ranges skipped so far, in words (None: nothing yet) — what a fault while replaying the entries read
+        so far may be a consequence of."""
+        ranges = self._ranges()
+        if not ranges:
+            return None
+        earlier = f" (or one of the {len(ranges) - 1} skipped before it)" if len(ranges) > 1 else ""
+        return f"the skipped range ({ranges[-1]}){earlier}"
+
+    def replaying(self) -> AbstractContextManager[GapConsequences]:
+        """Replay the entries inside this block: a record that faults after a skipped range is left out and kept
+        in :attr:`consequences` (:mod:`jbod_model.gaps`) instead of stopping the replay. Under policy ``fail``
+        nothing is skipped, so every fault still stops it."""
+        return self.consequences.active()
+
+    def skipped(self) -> list[str]:
+        """What the readers skipped under policy ``skip``, one line each (the summary, then every range, line and
+        dump-text problem, then every record left out as a consequence), for the commands to print: read the
+        entries first."""
+        out = [] if self.report.clean else [self.report.summary()]
+        return out + self._ranges() + [str(c) for c in self.consequences.consequences]
 
 
 def _until(entries: Iterable[StreamEntry], until_offset: int | None) -> Iterator[StreamEntry]:
@@ -94,9 +131,12 @@ def snapshot_image(entries: Iterable[LogEntry], last_offset: int) -> MetadataIma
 
 
 def _snapshot_image(path: Path, policy: ReadPolicy, report: ReadReport) -> MetadataImage:
+    """A snapshot's image; one whose name does not carry its end offset (bootstrap.checkpoint, or a snapshot
+    copied under another name) stands for the state before offset 0."""
     sid = parse_snapshot_name(path.name)
     return snapshot_image(read_snapshot_entries(path, policy=policy, report=report),
                           sid.end_offset - 1 if sid is not None else -1)
+
 
 
 def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", until_offset: int | None = None,
@@ -126,11 +166,14 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
             raise InputError(f"the snapshot already holds offsets up to {loaded.base_image.last_offset}, at or "
                              f"past --until-offset {until_offset}")
     elif kind is InputKind.SEGMENT:
-        ordered = sorted((Path(p) for p in paths), key=lambda p: p.name)
-        loaded.entries = _until((e for p in ordered for e in read_log_entries(p, policy=policy, report=report)),
-                                until_offset)
+        # Read as a log of these segments (MetadataLog): in offset order, and checked as a log is — offsets that
+        # go back (a corrupt baseOffset, outside the CRC) or leave a hole are bad input, not a replay fault.
+        log = MetadataLog.open(list(paths))
+        first = min(s.base_offset for c in log.copies for s in c.segments)
+        loaded.entries = (e for e in log.log_entries(start_offset=first, until_offset=until_offset, policy=policy,
+                                                     report=report) if isinstance(e, LogEntry))
     elif kind is InputKind.JSONL:
-        loaded.entries = _until(_read_jsonl_files(paths), until_offset)
+        loaded.entries = _until(_read_jsonl_files(paths, policy, report), until_offset)
     else:
         readers = [DumpLogReader.from_path(p, policy=ErrorPolicy.FAIL if policy == "fail" else ErrorPolicy.SKIP)
                    for p in paths]
@@ -139,7 +182,8 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
     return loaded
 
 
-def _read_jsonl_files(paths: Sequence[str | Path]) -> Iterator[StreamEntry]:
+def _read_jsonl_files(paths: Sequence[str | Path], policy: ReadPolicy, report: ReadReport) -> Iterator[StreamEntry]:
     for p in paths:
-        with Path(p).open(encoding="utf-8") as f:
-            yield from read_jsonl(f, source=str(p))
+        report.files += 1
+        with Path(p).open("rb") as f:  # bytes: a line that is not UTF-8 is one bad line, not a crash
+            yield from read_jsonl(f, source=str(p), policy=policy, report=report)

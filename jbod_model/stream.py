@@ -13,9 +13,9 @@ The canonical text form is JSON Lines, one object per line::
 
 ``type`` is a metadata record type name (``data`` as ``kafka-dump-log`` prints it; ``offset`` and ``version``
 required; optional ``timestamp``, ``leaderEpoch``, ``batchBaseOffset``) or ``"<API>_REQUEST"`` (``offset`` optional
-and informational, ``version`` optional = the latest). Blank lines are skipped; a bad line is an
-:class:`~jbod_model.errors.InputError` naming its line number. :func:`entry_to_json` / :func:`write_jsonl` write the
-same form.
+and informational, ``version`` optional = the latest). Blank lines are skipped; a bad line is a
+:class:`~jbod_model.errors.DecodeError` naming its file and line number (skipped and reported under policy
+``skip``). :func:`entry_to_json` / :func:`write_jsonl` write the same form.
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ from jbod_model.controller.messages import (
     request_from_json,
 )
 from jbod_model.controller.result import ApiError
-from jbod_model.errors import InputError
+from jbod_model.errors import DecodeError, InputError
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
+from jbod_model.slots import gc_paused_iteration
+from jbod_model.storage.log_reader import ReadPolicy, ReadReport, SkippedRegion
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,14 @@ class StreamRunner:
 
     def run(self, entries: Iterable[StreamEntry]) -> Iterator[RequestEvent]:
         """Process entries in order; yield one event per request. A committed record's offset must be at or past
-        the controller's next offset (records the controller wrote already occupy the earlier ones)."""
+        the controller's next offset (records the controller wrote already occupy the earlier ones).
+
+        Reading and replaying run with the cyclic collector paused (:func:`jbod_model.slots.gc_paused_iteration`: a
+        large log allocates millions of small acyclic objects next to a growing image); the caller's code between
+        events runs with the collector as the caller had it."""
+        yield from gc_paused_iteration(self._run(entries))
+
+    def _run(self, entries: Iterable[StreamEntry]) -> Iterator[RequestEvent]:
         for entry in entries:
             if isinstance(entry, RequestEntry):
                 handled = self._controller.handle_request(entry.request, source=entry.source)
@@ -168,26 +177,52 @@ def entry_from_json(obj: Any, where: str = "", source: str | None = None) -> Str
                     timestamp=_optional_int(obj, "timestamp", label), source=source)
 
 
-def parse_jsonl_line(line: str, line_number: int, source: str | None = None) -> StreamEntry | None:
-    """Parse one line (1-based ``line_number`` for messages); None for a blank line."""
+def parse_jsonl_line(line: str | bytes, line_number: int, source: str | None = None) -> StreamEntry | None:
+    """Parse one line (1-based ``line_number`` for messages); None for a blank line. A line that is not UTF-8,
+    not JSON or not an entry is undecodable text: a :class:`~jbod_model.errors.DecodeError` naming the file and
+    line, with the same message whichever command reads it."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DecodeError(f"not UTF-8 text: {e.reason} at column {e.start + 1}", source=source,
+                              line=line_number) from None
     if not line.strip():
         return None
     where = f"{source}:{line_number}" if source else f"line {line_number}"
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
-        raise InputError(f"{where}: not valid JSON: {e.msg} (column {e.colno})") from e
+        raise DecodeError(f"not valid JSON: {e.msg} (column {e.colno})", source=source, line=line_number) from None
     try:
         return entry_from_json(obj, where, source)
     except InputError as e:
+        # The schema errors name the entry by ``where`` (and the field under it); the error names file and line.
         message = str(e)
-        raise InputError(message if message.startswith(where) else f"{where}: {message}") from e
+        reason = message[len(where):].lstrip(":. ") if message.startswith(where) else message
+        raise DecodeError(reason, source=source, line=line_number) from e
 
 
-def read_jsonl(lines: Iterable[str], source: str | None = None) -> Iterator[StreamEntry]:
-    """Parse JSON Lines lazily; blank lines are skipped."""
-    for number, line in enumerate(lines, start=1):
-        entry = parse_jsonl_line(line, number, source)
+def read_jsonl(lines: Iterable[str | bytes], source: str | None = None, *, policy: ReadPolicy = "fail",
+               report: ReadReport | None = None, first_line: int = 1, first_position: int = 0
+               ) -> Iterator[StreamEntry]:
+    """Parse JSON Lines lazily; blank lines are skipped. Under ``policy="skip"`` an undecodable line is left out
+    and recorded in ``report`` (file, byte position, line and reason), and every other line is read. A caller
+    that starts inside a file says which line and byte ``lines`` start at."""
+    rep = report if report is not None else ReadReport()
+    position = first_position
+    for number, line in enumerate(lines, start=first_line):
+        size = len(line) if isinstance(line, bytes) else len(line.encode("utf-8"))
+        try:
+            entry = parse_jsonl_line(line, number, source)
+        except DecodeError as e:
+            if policy == "fail":
+                raise
+            # The line's own bytes, without its newline: what a reader that splits lines itself reports too.
+            length = size - 1 if line[-1:] in ("\n", b"\n") else size
+            rep.skipped.append(SkippedRegion(source or "", position, length, e.reason, line=number))
+            entry = None
+        position += size
         if entry is not None:
             yield entry
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import secrets
+import struct
 from dataclasses import dataclass
 from functools import total_ordering
 
@@ -84,7 +85,15 @@ class Uuid:
         return self.msb.to_bytes(8, "big", signed=True) + self.lsb.to_bytes(8, "big", signed=True)
 
     def __str__(self) -> str:
-        return base64.urlsafe_b64encode(self.to_bytes()).rstrip(b"=").decode("ascii")
+        # An image names the same few thousand ids (topics, directories) millions of times, and formatting one
+        # costs microseconds: remember the text of recent ids (bounded; simply cleared when full).
+        text = _TEXT.get(self)
+        if text is None:
+            text = base64.urlsafe_b64encode(_HALVES.pack(self.msb, self.lsb))[:22].decode("ascii")
+            if len(_TEXT) >= _TEXT_MAX:
+                _TEXT.clear()
+            _TEXT[self] = text
+        return text
 
     def __repr__(self) -> str:
         return f"Uuid({self})"
@@ -94,6 +103,11 @@ class Uuid:
             return NotImplemented
         return (self.msb, self.lsb) < (other.msb, other.lsb)
 
+
+_HALVES = struct.Struct(">qq")
+#: The text of ids printed recently (see ``Uuid.__str__``); a pure function of the id, so sharing it is safe.
+_TEXT: dict[Uuid, str] = {}
+_TEXT_MAX = 1 << 16
 
 _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 

@@ -13,8 +13,8 @@ room                holds                                                       
 ==================  ==========================================================  ==================================
 
 ``streaming``, ``quality``, ``scheduling`` and ``report`` are independent of each other. import-linter enforces the
-table (``pyproject.toml``, ``lint-imports`` in the test command); docs/architecture.md draws it. ``synthetic``
-(seeded synthetic logs for tests and benchmarks) is outside the rooms: it imports only ``jbod_model``.
+table (``pyproject.toml``, ``lint-imports`` in the test command); docs/architecture.md draws it. Generated logs for
+tests and benchmarks come from ``jbod_model.simulator`` (the churn workload), not from here.
 """
 
 from __future__ import annotations

@@ -70,8 +70,18 @@ class TopicIdPartition(NamedTuple):
 
 
 def sorted_partitions(partitions: Iterable[TopicIdPartition]) -> list[TopicIdPartition]:
-    """Deterministic stand-in for Java's hash-set iteration order (§7.4)."""
-    return sorted(partitions, key=lambda tp: tp.sort_key)
+    """Deterministic stand-in for Java's hash-set iteration order (§7.4): by :attr:`TopicIdPartition.sort_key`."""
+    # The same string as sort_key, with each topic id formatted once: a fencing or a disk failure in a large
+    # cluster sorts tens of thousands of partitions of a few hundred topics.
+    names: dict[Uuid, str] = {}
+
+    def key(tp: TopicIdPartition) -> str:
+        name = names.get(tp.topic_id)
+        if name is None:
+            name = names[tp.topic_id] = f"{tp.topic_id}-"
+        return name + str(tp.partition_id)
+
+    return sorted(partitions, key=key)
 
 
 def deterministic_topic_id(name: str, offset: int) -> Uuid:
@@ -258,7 +268,9 @@ class ControllerContext:
 
     def partitions_with_broker_in_isr(self, broker_id: int) -> list[TopicIdPartition]:
         """``BrokersToIsrs.partitionsWithBrokerInIsr``, sorted (§7.4)."""
-        return sorted_partitions([tp for tp, p in self._all_partitions() if broker_id in p.isr])
+        # Filtered before a key is built: most partitions of a large cluster do not match.
+        return sorted_partitions([TopicIdPartition(topic.id, pid) for topic in self.image.topics.by_id.values()
+                                  for pid, p in topic.partitions.items() if broker_id in p.isr])
 
     def partitions_with_broker_in_elr(self, broker_id: int) -> list[TopicIdPartition]:
         """``BrokersToElrs.partitionsWithBrokerInElr``, sorted (§7.4)."""
@@ -274,16 +286,20 @@ class ControllerContext:
 
     def partitions_in_directory(self, directory: Uuid) -> list[TopicIdPartition]:
         """``directoriesToPartitions.get(dir)``, sorted (§7.4). Reserved ids are never indexed."""
-        return list(self._directories_to_partitions.get(directory, ()))
+        if is_reserved(directory):
+            return []
+        found = self._partitions_by_directory.get(directory)
+        if found is None:
+            # One directory at a time: a heartbeat reports one or two, and indexing every directory of a large
+            # cluster (sorting all its replicas) would cost far more than the scan.
+            found = self._partitions_by_directory[directory] = tuple(sorted_partitions(
+                [TopicIdPartition(topic.id, pid) for topic in self.image.topics.by_id.values()
+                 for pid, part in topic.partitions.items() if directory in part.directories]))
+        return list(found)
 
     @cached_property
-    def _directories_to_partitions(self) -> Mapping[Uuid, tuple[TopicIdPartition, ...]]:
-        index: dict[Uuid, set[TopicIdPartition]] = {}
-        for tp, part in self._all_partitions():
-            for directory in part.directories:
-                if not is_reserved(directory):
-                    index.setdefault(directory, set()).add(tp)
-        return {d: tuple(sorted_partitions(tps)) for d, tps in index.items()}
+    def _partitions_by_directory(self) -> dict[Uuid, tuple[TopicIdPartition, ...]]:
+        return {}
 
     # -- configs ---------------------------------------------------------------------------------------------
 

@@ -56,6 +56,10 @@ from jbod_model.replay import Replayer
 #: ``LogEntry.source`` of the records the controller writes itself.
 CONTROLLER_SOURCE = "reference-controller"
 
+#: The records whose replay changes the controller state as well as the image (``_replay_state``).
+_STATE_RECORDS = (RegisterBrokerRecord, UnregisterBrokerRecord, BrokerRegistrationChangeRecord, FenceBrokerRecord,
+                  UnfenceBrokerRecord)
+
 
 @dataclass(frozen=True, slots=True)
 class HandledRequest:
@@ -161,12 +165,17 @@ class ReferenceController:
         """Replay one committed record into the image and the controller state (``QuorumController.replay``).
         Records inside a metadata transaction take effect at its EndTransactionRecord."""
         self._replayer.replay(entry)
-        self._next_offset = max(self._next_offset, entry.offset + 1)
-        if isinstance(entry.record, AbortTransactionRecord):
+        if entry.offset >= self._next_offset:
+            self._next_offset = entry.offset + 1
+        record = entry.record
+        if isinstance(record, AbortTransactionRecord):
             self._pending.clear()
             return
-        self._pending.append(entry)
-        if self._replayer.in_transaction:
+        # Only broker records touch the controller state (see _replay_state), so only they wait for the end of a
+        # transaction; the partition and NoOp records that make up almost all of a log pass straight through.
+        if isinstance(record, _STATE_RECORDS):
+            self._pending.append(entry)
+        if not self._pending or self._replayer.in_transaction:
             return
         pending, self._pending = self._pending, []
         for e in pending:

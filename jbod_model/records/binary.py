@@ -19,15 +19,16 @@ one instance is safe), and nothing introspects dataclasses at decode time.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any, Final, TypeVar
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.metadata import TYPED_RECORDS, MetadataRecord, OpaqueRecord, Record, type_name_of
-from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, fields_of, validate_message
+from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, VersionedMessage, fields_of, validate_message
 from jbod_model.uuid import Uuid
 
 #: Anything ``struct.unpack_from`` and indexing accept; decoding never copies the input.
@@ -476,17 +477,348 @@ def _decode_body(codec: _Codec, buf: Buffer, pos: int, end: int) -> tuple[Any, i
         raise DecodeError(str(e), position=pos) from e
 
 
-def decode_message(cls: type[M], buf: Buffer, version: int, *, start: int = 0, strict: bool = True) -> M:
+def decode_message(cls: type[M], buf: Buffer, version: int, *, start: int = 0, strict: bool = True,
+                   fast: bool = True) -> M:
     """Decode a message body (no frame) at ``version``; mirrors the generated ``XData.read(readable, version)``.
 
     With ``strict`` (the default) every byte from ``start`` must be consumed; positions in a
-    :class:`DecodeError` are offsets into ``buf``."""
+    :class:`DecodeError` are offsets into ``buf``. ``fast=False`` uses only the reference decoder (the generated
+    fast path gives the same result; the property tests compare the two)."""
     end = len(buf)
-    message, pos = _decode_body(_codec(cls, version), buf, start, end)
+    codec = _codec(cls, version)
+    if fast and type(buf) is bytes:
+        message, pos = _decode_body_fast(codec, buf, start, end)
+    else:
+        message, pos = _decode_body(codec, buf, start, end)
     if strict and pos != end:
         raise DecodeError(f"Found {end - pos} byte(s) of garbage after {cls.__name__} v{version}", position=pos)
     assert isinstance(message, cls)
     return message
+
+
+# --- the fast path: one generated function per (class, version) ----------------------------------------------
+#
+# The reference decoder above walks a tuple of per-field closures and builds a kwargs dict for every message. The
+# functions below are generated once per (class, version) from the same FieldSpecs, as Kafka generates its
+# ``XData.read`` methods: straight-line code with single-byte varints (lengths, counts, tags < 128 — nearly all of
+# them in a metadata log) read inline and the constructor called with keyword arguments. They decode only the
+# common shape: anything else (a multi-byte varint, a null where the schema forbids one, a short buffer, bad UTF-8)
+# makes them return None, and the caller decodes with the reference decoder, which raises its precise error. So a
+# fast function either returns exactly what ``_decode_body`` returns or defers to it; the property tests in
+# tests/properties/test_fast_decode_properties.py check this on every record type and version.
+
+#: Decoded Uuids by their 16 wire bytes: a log names the same topic and directory ids over and over, so one shared
+#: instance each saves the constructor and makes later comparisons identity checks. Bounded; cleared when full.
+_UUIDS: dict[bytes, Uuid] = {}
+_UUIDS_MAX: Final = 1 << 16
+_UUID_HALVES: Final = struct.Struct(">qq")
+
+_FastDecoder = Callable[[bytes, int, int], "tuple[Any, int] | None"]
+_FAST: dict[tuple[type[Message], int], _FastDecoder] = {}
+
+
+def _uuid_of(data: bytes) -> Uuid:
+    """The shared :class:`Uuid` of 16 wire bytes."""
+    u = _UUIDS.get(data)
+    if u is None:
+        u = Uuid(*_UUID_HALVES.unpack(data))
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        _UUIDS[data] = u
+    return u
+
+
+def _uuid_tuple(buf: bytes, pos: int, n: int) -> tuple[Uuid, ...]:
+    get = _UUIDS.get
+    out = []
+    for p in range(pos, pos + 16 * n, 16):
+        data = buf[p:p + 16]
+        u = get(data)
+        out.append(u if u is not None else _uuid_of(data))
+    return tuple(out)
+
+
+def _fast_decoder(cls: type[Message], version: int) -> _FastDecoder:
+    fast = _FAST.get((cls, version))
+    if fast is None:
+        fast = _build_fast_decoder(cls, version)
+        _FAST[(cls, version)] = fast
+    return fast
+
+
+class _Source:
+    """The lines of one generated function, with fresh local names."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.lines: list[str] = []
+        self.namespace = namespace
+        self._n = 0
+
+    def name(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def const(self, prefix: str, value: Any) -> str:
+        """A name in the function's globals bound to ``value``."""
+        name = self.name(prefix)
+        self.namespace[name] = value
+        return name
+
+    def add(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _emit_count(src: _Source, indent: int, var: str, end: str, nullable: bool) -> None:
+    """``var`` = a compact length/count (``len + 1`` as a one-byte unsigned varint), or None when null and
+    allowed. A multi-byte varint, or null where it is not allowed, defers to the reference decoder."""
+    src.add(indent, f"if pos >= {end}:")
+    src.add(indent + 1, "return None")
+    src.add(indent, f"{var} = buf[pos] - 1")
+    src.add(indent, f"if {var} >= 0x7F:")
+    src.add(indent + 1, "return None")
+    src.add(indent, "pos += 1")
+    if not nullable:
+        src.add(indent, f"if {var} < 0:")
+        src.add(indent + 1, "return None")
+
+
+def _emit_value(src: _Source, indent: int, target: str, spec: FieldSpec, type_name: str, is_array: bool,
+                nullable: bool, version: int, end: str) -> None:
+    """Code that reads one field value into ``target`` from ``pos`` (not past ``end``), advancing ``pos``."""
+    if is_array:
+        n = src.name("n")
+        _emit_count(src, indent, n, end, nullable)
+        body = indent
+        if nullable:
+            src.add(indent, f"if {n} < 0:")
+            src.add(indent + 1, f"{target} = None")
+            src.add(indent, "else:")
+            body = indent + 1
+        if type_name in _FIXED_FORMATS and type_name != "uuid":
+            code = _FIXED_FORMATS[type_name]
+            width = struct.calcsize(">" + code)
+            unpackers = src.const("arr", tuple(struct.Struct(f">{k}{code}").unpack_from for k in range(0x7F)))
+            src.add(body, f"if pos + {width} * {n} > {end}:")
+            src.add(body + 1, "return None")
+            src.add(body, f"{target} = {unpackers}[{n}](buf, pos)")
+            src.add(body, f"pos += {width} * {n}")
+        elif type_name == "uuid":
+            src.add(body, f"if pos + 16 * {n} > {end}:")
+            src.add(body + 1, "return None")
+            # Replica-length arrays (a partition's directories) are unrolled: no loop, no call on a shared id.
+            for k in range(1, 5):
+                ids = ", ".join(f"(get_uuid(buf[pos + {16 * i}:pos + {16 * i + 16}]) or "
+                                f"uuid_of(buf[pos + {16 * i}:pos + {16 * i + 16}]))" for i in range(k))
+                src.add(body, f"{'if' if k == 1 else 'elif'} {n} == {k}:")
+                src.add(body + 1, f"{target} = ({ids},)")
+            src.add(body, "else:")
+            src.add(body + 1, f"{target} = uuid_tuple(buf, pos, {n})")
+            src.add(body, f"pos += 16 * {n}")
+        else:
+            items = src.name("items")
+            item = src.name("item")
+            src.add(body, f"{items} = []")
+            src.add(body, f"for _ in range({n}):")
+            _emit_value(src, body + 1, item, spec, type_name, False, False, version, end)
+            src.add(body + 1, f"{items}.append({item})")
+            src.add(body, f"{target} = tuple({items})")
+        return
+    if type_name in _FIXED_FORMATS:
+        if type_name == "uuid":
+            src.add(indent, f"if pos + 16 > {end}:")
+            src.add(indent + 1, "return None")
+            src.add(indent, f"{target} = get_uuid(buf[pos:pos + 16]) or uuid_of(buf[pos:pos + 16])")
+            src.add(indent, "pos += 16")
+            return
+        st = struct.Struct(">" + _FIXED_FORMATS[type_name])
+        unpack = src.const("fixed", st.unpack_from)
+        src.add(indent, f"if pos + {st.size} > {end}:")
+        src.add(indent + 1, "return None")
+        src.add(indent, f"{target}, = {unpack}(buf, pos)")
+        src.add(indent, f"pos += {st.size}")
+        return
+    if type_name in ("string", "bytes"):
+        n = src.name("n")
+        _emit_count(src, indent, n, end, nullable)
+        body = indent
+        if nullable:
+            src.add(indent, f"if {n} < 0:")
+            src.add(indent + 1, f"{target} = None")
+            src.add(indent, "else:")
+            body = indent + 1
+        src.add(body, f"if pos + {n} > {end}:")
+        src.add(body + 1, "return None")
+        # A bad UTF-8 sequence raises here; the generated function's caller catches it and defers.
+        make = 'str' if type_name == "string" else "bytes"
+        encoding = ', "utf-8"' if type_name == "string" else ""
+        src.add(body, f"{target} = {make}(buf[pos:pos + {n}]{encoding})")
+        src.add(body, f"pos += {n}")
+        return
+    if type_name == "struct":
+        assert spec.struct is not None, spec.json_name
+        inner = src.const("struct", _LazyFast(spec.struct, version))
+        body = indent
+        if nullable:
+            src.add(indent, f"if pos >= {end}:")
+            src.add(indent + 1, "return None")
+            src.add(indent, "pos += 1")
+            src.add(indent, "if buf[pos - 1] >= 0x80:")
+            src.add(indent + 1, f"{target} = None")
+            src.add(indent, "else:")
+            body = indent + 1
+        got = src.name("got")
+        src.add(body, f"{got} = {inner}(buf, pos, {end})")
+        src.add(body, f"if {got} is None:")
+        src.add(body + 1, "return None")
+        src.add(body, f"{target}, pos = {got}")
+        return
+    raise AssertionError(f"unknown Kafka type {type_name} for {spec.json_name}")  # pragma: no cover
+
+
+class _LazyFast:
+    """The fast decoder of a nested struct, resolved at first use (a struct may be declared after its user)."""
+
+    __slots__ = ("cls", "fast", "version")
+
+    def __init__(self, cls: type[Message], version: int) -> None:
+        self.cls, self.version = cls, version
+        self.fast: _FastDecoder | None = None
+
+    def __call__(self, buf: bytes, pos: int, end: int) -> tuple[Any, int] | None:
+        if self.fast is None:
+            self.fast = _fast_decoder(self.cls, self.version)
+        return self.fast(buf, pos, end)
+
+
+def _build_fast_decoder(cls: type[Message], version: int) -> _FastDecoder:
+    codec = _codec(cls, version)
+    specs = fields_of(cls)
+    present = [s for s in specs if s.present_in(version)]
+    untagged = [s for s in present if s.tag is None]
+    tagged = sorted((s for s in present if s.tag is not None), key=lambda s: s.tag or 0)
+    namespace: dict[str, Any] = {"uuid_of": _uuid_of, "get_uuid": _UUIDS.get, "uuid_tuple": _uuid_tuple, "cls": cls,
+                                 "new": object.__new__,
+                                 "empty": codec.empty_instance}
+    src = _Source(namespace)
+    src.add(0, "def fast(buf, pos, end):")
+    if codec.empty_instance is not None:
+        src.add(1, "if pos < end and buf[pos] == 0:")
+        src.add(2, "return empty, pos + 1")
+    locals_: dict[str, str] = {}
+    i = 0
+    while i < len(untagged):
+        spec = untagged[i]
+        if spec.type in _FIXED_FORMATS and spec.type != "uuid":
+            # A run of fixed-width non-uuid fields: one unpack.
+            run = []
+            while i < len(untagged) and untagged[i].type in _FIXED_FORMATS and untagged[i].type != "uuid":
+                run.append(untagged[i])
+                i += 1
+            st = struct.Struct(">" + "".join(_FIXED_FORMATS[s.type] for s in run))
+            unpack = src.const("run", st.unpack_from)
+            names = [src.name("f") for _ in run]
+            for s, n in zip(run, names, strict=True):
+                locals_[s.name] = n
+            src.add(1, f"if pos + {st.size} > end:")
+            src.add(2, "return None")
+            src.add(1, f"{', '.join(names)}, = {unpack}(buf, pos)")
+            src.add(1, f"pos += {st.size}")
+            continue
+        target = src.name("f")
+        locals_[spec.name] = target
+        _emit_value(src, 1, target, spec, spec.element_type if spec.is_array else spec.type, spec.is_array,
+                    spec.nullable_in(version), version, "end")
+        i += 1
+    # Tagged-fields section: count, then (tag, size, value); unknown tags are skipped, a repeated tag wins last,
+    # exactly as in _decode_body.
+    for spec in tagged:
+        target = src.name("t")
+        locals_[spec.name] = target
+        src.add(1, f"{target} = {src.const('default', spec.default)}")
+    src.add(1, "if pos >= end:")
+    src.add(2, "return None")
+    src.add(1, "count = buf[pos]")
+    src.add(1, "pos += 1")
+    src.add(1, "if count:")
+    src.add(2, "if count >= 0x80:")
+    src.add(3, "return None")
+    src.add(2, "for _ in range(count):")
+    src.add(3, "if pos + 2 > end:")
+    src.add(4, "return None")
+    src.add(3, "tag = buf[pos]")
+    src.add(3, "size = buf[pos + 1]")
+    src.add(3, "if tag >= 0x80 or size >= 0x80:")
+    src.add(4, "return None")
+    src.add(3, "pos += 2")
+    src.add(3, "field_end = pos + size")
+    src.add(3, "if field_end > end:")
+    src.add(4, "return None")
+    for k, spec in enumerate(tagged):
+        src.add(3, f"{'if' if k == 0 else 'elif'} tag == {spec.tag}:")
+        _emit_value(src, 4, locals_[spec.name], spec, spec.element_type if spec.is_array else spec.type,
+                    spec.is_array, spec.nullable_in(version), version, "field_end")
+        src.add(4, "if pos != field_end:")
+        src.add(5, "return None")
+    src.add(3, "pos = field_end")
+    values = {s.name: locals_[s.name] for s in present}
+    for name, value in codec.base_kwargs.items():
+        values[name] = src.const("base", value)
+    _emit_construct(src, cls, values)
+    code = "\n".join(src.lines)
+    exec(compile(code, f"<fast decoder of {cls.__name__} v{version}>", "exec"), namespace)
+    generated: _FastDecoder = namespace["fast"]
+    return generated
+
+
+def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) -> None:
+    """Code that returns ``(instance, pos)``, the instance holding ``values`` (field → local name) and every other
+    field's default.
+
+    A message is a frozen slots dataclass whose ``__init__`` only stores its keyword arguments (that call is most of
+    the cost of decoding a small record), so the generated code allocates the instance and stores each slot through
+    its descriptor — the same object ``cls(**kwargs)`` builds. The one ``__post_init__`` messages have
+    (``VersionedMessage``: the version is valid) is decided here, once, on the value the instance will hold: an
+    invalid one makes the function always defer to the reference decoder, which raises. A class that does
+    anything else on construction is built by calling it."""
+    slots: list[tuple[str, str]] = []
+    for f in dataclasses.fields(cls):
+        descriptor: Any = getattr(cls, f.name, None)
+        if type(descriptor).__name__ != "member_descriptor" or (f.name not in values and f.default is MISSING):
+            slots = []
+            break
+        value = values.get(f.name) or src.const("default", f.default)
+        slots.append((src.const("set", descriptor.__set__), value))
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is VersionedMessage.__post_init__:
+        version = values.get("version")
+        lo, hi = cls.VALID_VERSIONS
+        fixed: Any = src.namespace[version] if version is not None else next(
+            f.default for f in dataclasses.fields(cls) if f.name == "version")
+        if not isinstance(fixed, int) or not lo <= fixed <= hi:
+            src.add(1, "return None")
+            return
+    elif post_init is not None:
+        slots = []
+    if not slots:
+        src.add(1, f"return cls({', '.join(f'{k}={v}' for k, v in values.items())}), pos")
+        return
+    src.add(1, "instance = new(cls)")
+    for setter, value in slots:
+        src.add(1, f"{setter}(instance, {value})")
+    src.add(1, "return instance, pos")
+
+
+def _decode_body_fast(codec: _Codec, buf: bytes, pos: int, end: int) -> tuple[Any, int]:
+    """``_decode_body`` through the generated decoder, deferring to the reference one for anything unusual."""
+    if type(buf) is not bytes:  # the generated code keys shared Uuids by slices of ``buf``: bytes only
+        return _decode_body(codec, buf, pos, end)
+    try:
+        got = _fast_decoder(codec.cls, codec.version)(buf, pos, end)
+    except (UnicodeDecodeError, InputError):
+        got = None
+    if got is None:
+        return _decode_body(codec, buf, pos, end)
+    return got
 
 
 # --- encoding -----------------------------------------------------------------------------------------------
@@ -657,6 +989,9 @@ _WARNED: set[tuple[int, int]] = set()
 _SMALL_VALUE_MAX: Final = 24
 _SMALL_CACHE_MAX: Final = 4096
 _SMALL_CACHE: dict[bytes, Record] = {}
+#: The fast decoder of each typed record by ``apiKey << 7 | version`` (both one-byte varints), filled as records of
+#: each type are first met.
+_FAST_FRAMES: dict[int, _FastDecoder] = {}
 
 
 def frame_header(api_key: int, version: int) -> bytes:
@@ -675,14 +1010,16 @@ def encode_record(record: Record) -> bytes:
     return frame_header(record.API_KEY, record.version) + encode_message(record, record.version)
 
 
-def decode_record(value: Buffer, *, use_cache: bool = True) -> Record:
+def decode_record(value: Buffer, *, use_cache: bool = True, fast: bool = True) -> Record:
     """Decode a framed metadata record value (``MetadataRecordSerde.read``).
 
     Frame version other than 1 → :class:`DecodeError` (0 was the KRaft preview in 2.8). An api key with no
     schema here, or a typed record at a version above its ``VALID_VERSIONS``, becomes an :class:`OpaqueRecord`
     with the body as payload (plus an :class:`UnknownRecordWarning`, once per type and version) — never
     dropped. Bytes left after a typed body → :class:`DecodeError`. Positions in errors are offsets into
-    ``value``. ``use_cache=False`` bypasses the memo of tiny values (for measurements)."""
+    ``value``. ``use_cache=False`` bypasses the memo of tiny values (for measurements); ``fast=False`` decodes
+    with the reference decoder only (the generated fast path gives the same record; the property tests compare
+    the two)."""
     if not isinstance(value, bytes):
         value = bytes(value)
     if use_cache:
@@ -690,6 +1027,21 @@ def decode_record(value: Buffer, *, use_cache: bool = True) -> Record:
         if cached is not None:
             return cached
     end = len(value)
+    if fast and end >= 3 and value[0] == DEFAULT_FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
+        # The frame of nearly every record: three one-byte varints, a typed record at a version we know.
+        decoder = _FAST_FRAMES.get((value[1] << 7) | value[2])
+        if decoder is not None:
+            try:
+                got = decoder(value, 3, end)
+            except (UnicodeDecodeError, InputError):
+                got = None
+            if got is not None and got[1] == end:
+                record: Record = got[0]
+                if use_cache and end <= _SMALL_VALUE_MAX:
+                    if len(_SMALL_CACHE) >= _SMALL_CACHE_MAX:
+                        _SMALL_CACHE.clear()
+                    _SMALL_CACHE[value] = record
+                return record
     if end == 0:
         raise DecodeError("empty metadata record value", position=0)
     frame_version, pos = read_unsigned_varint(value, 0, end)
@@ -707,11 +1059,16 @@ def decode_record(value: Buffer, *, use_cache: bool = True) -> Record:
     if version > MAX_VERSION:
         raise DecodeError(f"metadata record version {version} is larger than {MAX_VERSION}", position=version_pos)
     cls = TYPED_RECORDS.get(api_key)
-    record: Record
     if cls is None or not cls.VALID_VERSIONS[0] <= version <= cls.VALID_VERSIONS[1]:
         record = _opaque(api_key, version, value[pos:], cls is None)
     else:
-        body, pos = _decode_body(_codec(cls, version), value, pos, end)
+        codec = _codec(cls, version)
+        if fast:
+            if api_key < 0x80 and version < 0x80:
+                _FAST_FRAMES.setdefault((api_key << 7) | version, _fast_decoder(cls, version))
+            body, pos = _decode_body_fast(codec, value, pos, end)
+        else:
+            body, pos = _decode_body(codec, value, pos, end)
         if pos != end:
             raise DecodeError(f"Found {end - pos} byte(s) of garbage after {cls.TYPE_NAME} v{version}",
                               position=pos)

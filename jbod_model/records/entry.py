@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from jbod_model.records.metadata import Record
+from jbod_model.slots import slot_constructor
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,10 @@ class LogEntry:
     timestamp: int | None = None
     source: str | None = None
 
+
+#: ``LogEntry(offset, record, batch_base_offset, leader_epoch, timestamp, source)`` for the log readers, which
+#: build one per record: the same object without the keyword ``__init__`` (LogEntry has no ``__post_init__``).
+new_log_entry: Final = slot_constructor(LogEntry)
 
 E = TypeVar("E", bound=LogEntry)
 

@@ -37,13 +37,21 @@ from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry, group_batches
 from jbod_model.records.metadata import ConfigRecord, FeatureLevelRecord, Record, TopicRecord
+from jbod_model.replay import replay_entries
 from jbod_model.simulator.checks import PropertyViolation
 from jbod_model.simulator.config import SimulationConfig
 from jbod_model.simulator.history import DirectoryInfo, Happening
 from jbod_model.simulator.truth import OfflineInterval
 from jbod_model.storage.files import METADATA_PARTITION_DIR, SnapshotId, segment_file_name
-from jbod_model.storage.log_writer import encode_batch, encode_leader_change_batch, snapshot_path, write_snapshot
-from jbod_model.stream import RequestEntry, StreamEntry, entry_to_line
+from jbod_model.storage.log_reader import iter_batches
+from jbod_model.storage.log_writer import (
+    SegmentWriter,
+    encode_batch,
+    encode_leader_change_batch,
+    snapshot_path,
+    write_snapshot,
+)
+from jbod_model.stream import RequestEntry, StreamEntry, entry_to_line, write_jsonl
 
 #: Kafka's ``metadata.log.segment.bytes`` is 1 GiB; simulations roll much earlier so small runs show rolled segments.
 DEFAULT_SEGMENT_BYTES = 64 * 1024
@@ -379,3 +387,66 @@ def write_result(result: SimulationResult, root: str | Path, *, segment_bytes: i
     for batch in group_batches(result.log):
         writer.on_batch(batch, outside=False)
     return writer.finish(result, snapshot=snapshot)
+
+
+# -- a list of entries on disk (the churn workload's logs in tests and benchmarks) -----------------------------------
+
+def write_metadata_dir(root: str | Path, entries: Sequence[LogEntry], *, cluster_id: str,
+                       records_per_segment: int | None = None, node_id: int = 1,
+                       snapshot_at: int | None = None) -> Path:
+    """Write ``entries`` as a node's metadata log dir under ``root``: ``meta.properties`` and
+    ``__cluster_metadata-0`` with segments (one batch per original batch, rolled every ``records_per_segment``
+    records) and, with ``snapshot_at``, a snapshot of the image after offsets ``< snapshot_at``."""
+    root = Path(root)
+    part = root / METADATA_PARTITION_DIR
+    part.mkdir(parents=True, exist_ok=True)
+    meta = MetaProperties(version=MetaPropertiesVersion.V1, cluster_id=cluster_id, node_id=node_id)
+    (root / "meta.properties").write_text(to_text(meta), encoding="utf-8")
+    segment: SegmentWriter | None = None
+    in_segment = 0
+    for batch in group_batches(entries):
+        if segment is None or (records_per_segment is not None and in_segment >= records_per_segment):
+            if segment is not None:
+                segment.close()
+            segment = SegmentWriter(part / segment_file_name(batch[0].offset))
+            in_segment = 0
+        segment.append_batch(batch, leader_epoch=batch[0].leader_epoch, timestamp=batch[0].timestamp)
+        in_segment += len(batch)
+    if segment is not None:
+        segment.close()
+    if snapshot_at is not None:
+        image = replay_entries([e for e in entries if e.offset < snapshot_at])
+        last = max((e.timestamp or 0) for e in entries if e.offset < snapshot_at)
+        write_snapshot(snapshot_path(part, SnapshotId(snapshot_at, 1)), image.to_records(), epoch=1,
+                       last_contained_log_timestamp=last, timestamp=last)
+    return root
+
+
+def append_to_segment(segment: str | Path, entries: Sequence[LogEntry]) -> None:
+    """Append entries (one batch per original batch) to an existing segment, as a live log grows."""
+    with open(segment, "ab") as f:
+        for batch in group_batches(entries):
+            f.write(encode_batch(batch, leader_epoch=batch[0].leader_epoch, timestamp=batch[0].timestamp))
+
+
+def corrupt_batch(root: str | Path, offset: int) -> tuple[Path, int, int]:
+    """Flip one byte inside the records of the batch holding ``offset`` in the metadata log dir ``root``, so that its
+    CRC-32C fails while its framing stays sound (a disk or copy error). Returns the segment and the batch's first and
+    last offsets."""
+    for segment in sorted((Path(root) / METADATA_PARTITION_DIR).glob("*.log")):
+        for batch in iter_batches(segment):
+            h = batch.header
+            if h.base_offset <= offset <= h.last_offset:
+                data = bytearray(segment.read_bytes())
+                data[h.position + h.size - 1] ^= 0xFF  # the last byte of the batch: inside its last record
+                segment.write_bytes(bytes(data))
+                return segment, h.base_offset, h.last_offset
+    raise ValueError(f"no batch holds offset {offset} under {root}")
+
+
+def write_jsonl_file(path: str | Path, entries: Sequence[LogEntry]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        write_jsonl(entries, f)
+    return path

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from jbod_model.records.control import ControlMessage, ControlRecordType, control_type_name
 from jbod_model.records.json_codec import dumps, message_to_json, record_to_json
-from jbod_model.storage.files import FileKind, file_kind, parse_segment_name, parse_snapshot_name
+from jbod_model.storage.files import FileKind
 from jbod_model.storage.log_reader import LogBatch, ReadPolicy, ReadReport, RecordBatch, iter_batches
+from jbod_model.storage.metadata_dir import record_file
 
 # Control records the Scala tool prints as JSON (``SnapshotHeader {…}``); the others print only their type.
 _JSON_CONTROL = {ControlRecordType.SNAPSHOT_HEADER, ControlRecordType.SNAPSHOT_FOOTER,
@@ -19,16 +20,17 @@ _JSON_CONTROL = {ControlRecordType.SNAPSHOT_HEADER, ControlRecordType.SNAPSHOT_F
 
 def file_header_lines(path: str | Path) -> list[str]:
     """``Dumping <path>`` and the line that says what kind of file it is."""
-    name = Path(path).name
     lines = [f"Dumping {path}"]
-    kind = file_kind(path)
-    if kind is FileKind.SEGMENT:
-        lines.append(f"Log starting offset: {parse_segment_name(name)}")
-    elif kind is FileKind.SNAPSHOT:
-        sid = parse_snapshot_name(name)
+    rf = record_file(path)
+    if rf is None:
+        return lines
+    if rf.kind is FileKind.SEGMENT:
+        lines.append(f"Log starting offset: {rf.base_offset}")
+    elif rf.kind is FileKind.SNAPSHOT:
+        sid = rf.snapshot_id
         assert sid is not None
         lines.append(f"Snapshot end offset: {sid.end_offset}, epoch: {sid.epoch}")
-    elif kind is FileKind.BOOTSTRAP:
+    elif rf.kind is FileKind.BOOTSTRAP:
         lines.append("KRaft bootstrap snapshot")
     return lines
 

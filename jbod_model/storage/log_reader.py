@@ -34,7 +34,7 @@ import crc32c
 from jbod_model.errors import DecodeError
 from jbod_model.records.binary import decode_record, read_varint, read_varlong
 from jbod_model.records.control import ControlEntry, ControlRecord, decode_control_record
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.metadata import Record
 
 #: What to do with bytes that cannot be decoded: raise, or skip them and record it in a :class:`ReadReport`.
@@ -189,9 +189,12 @@ class SkippedRegion:
     reason: str
     #: The baseOffset of the skipped batch when its header could be read and trusted.
     base_offset: int | None = None
+    #: The line (1-based) of a skipped line of text (canonical JSONL).
+    line: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.source}: skipped {self.length} byte(s) at byte {self.position}: {self.reason}"
+        at = f"line {self.line} (byte {self.position})" if self.line is not None else f"byte {self.position}"
+        return f"{self.source}: skipped {self.length} byte(s) at {at}: {self.reason}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,10 +433,16 @@ def _parse_records(buf: bytes, pos: int, end: int, count: int,
         start = pos
         if pos >= end:
             raise DecodeError(f"batch declares {count} records but its data ends after {i}", position=pos)
+        # Every varint of a record is inlined for its one- and two-byte forms (zigzag values up to ±8191), which
+        # cover lengths, offset deltas and sizes of metadata records; longer ones take read_varint.
         b = buf[pos]
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif pos + 1 < end and buf[pos + 1] < 0x80:
+            u = (b & 0x7F) | (buf[pos + 1] << 7)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 2
         else:
             length, pos = read_varint(buf, pos, end)
         if length <= 0 or length > end - pos:
@@ -448,8 +457,21 @@ def _parse_records(buf: bytes, pos: int, end: int, count: int,
             # RecordsIterator.readRecord: KRaft records carry the batch timestamp, so any delta is corruption.
             raise DecodeError(f"Got timestamp delta of {ts_delta}, but this is invalid because it is not 0 as "
                               "expected", position=start)
-        offset_delta, pos = read_varint(buf, pos, rec_end)
-        key_length, pos = read_varint(buf, pos, rec_end)
+        if pos < rec_end and buf[pos] < 0x80:
+            b = buf[pos]
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif pos + 1 < rec_end and buf[pos + 1] < 0x80:
+            u = (buf[pos] & 0x7F) | (buf[pos + 1] << 7)
+            offset_delta = (u >> 1) ^ -(u & 1)
+            pos += 2
+        else:
+            offset_delta, pos = read_varint(buf, pos, rec_end)
+        if pos < rec_end and buf[pos] == 1:  # -1: a null key, as every metadata record has
+            key_length = -1
+            pos += 1
+        else:
+            key_length, pos = read_varint(buf, pos, rec_end)
         key: bytes | None
         if key_length < 0:
             key = None
@@ -464,7 +486,16 @@ def _parse_records(buf: bytes, pos: int, end: int, count: int,
         elif key is not None:
             raise DecodeError(f"Got key size of {key_length}, but this is invalid because it is not -1 as "
                               "expected", position=start)
-        value_length, pos = read_varint(buf, pos, rec_end)
+        if pos < rec_end and buf[pos] < 0x80:
+            b = buf[pos]
+            value_length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif pos + 1 < rec_end and buf[pos + 1] < 0x80:
+            u = (buf[pos] & 0x7F) | (buf[pos + 1] << 7)
+            value_length = (u >> 1) ^ -(u & 1)
+            pos += 2
+        else:
+            value_length, pos = read_varint(buf, pos, rec_end)
         if value_length <= 0:
             raise DecodeError(f"record has a {'null' if value_length < 0 else 'empty'} value; metadata and "
                               "control records always have one", position=start)
@@ -473,7 +504,11 @@ def _parse_records(buf: bytes, pos: int, end: int, count: int,
         value_pos = pos
         value = buf[pos:pos + value_length]
         pos += value_length
-        headers, pos = read_varint(buf, pos, rec_end)
+        if pos < rec_end and buf[pos] == 0:
+            headers = 0
+            pos += 1
+        else:
+            headers, pos = read_varint(buf, pos, rec_end)
         if headers != 0:
             raise DecodeError(f"Got numHeaders of {headers}, but this is invalid because it is not 0 as expected",
                               position=start)
@@ -645,10 +680,10 @@ def read_log_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: R
         base, epoch, ts = header[0], header[2], header[7]
         if len(data) == 1:
             od, rec, _v = data[0]
-            yield LogEntry(base + od, rec, base, epoch, ts, source)
+            yield new_log_entry(base + od, rec, base, epoch, ts, source)
         else:
             for od, rec, _v in data:
-                yield LogEntry(base + od, rec, base, epoch, ts, source)
+                yield new_log_entry(base + od, rec, base, epoch, ts, source)
 
 
 def read_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,

@@ -22,11 +22,13 @@ from pathlib import Path
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.control import ControlEntry, SnapshotFooterRecord, SnapshotHeaderRecord
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.storage.files import (
     BOOTSTRAP_FILE_NAME,
     METADATA_PARTITION_DIR,
+    FileKind,
     SnapshotId,
+    file_kind,
     parse_segment_name,
     parse_snapshot_name,
 )
@@ -77,8 +79,12 @@ class MetadataLogDir:
     @classmethod
     def open(cls, path: str | Path) -> MetadataLogDir:
         """Open a metadata log dir (the directory *containing* ``__cluster_metadata-0``) or the
-        ``__cluster_metadata-0`` directory itself. Files that are not segments or snapshots are ignored."""
+        ``__cluster_metadata-0`` directory itself (files that are not segments or snapshots are ignored), or a
+        single segment or snapshot file (by name or by content, see :func:`record_file`) as a log of that one
+        file."""
         p = Path(path)
+        if p.is_file():
+            return cls.of_file(p)
         if not p.is_dir():
             raise InputError(f"{p} is not a directory")
         if (p / METADATA_PARTITION_DIR).is_dir():
@@ -102,10 +108,68 @@ class MetadataLogDir:
         return cls(partition_dir=partition_dir, segments=tuple(sorted(segments)),
                    snapshots=tuple(sorted(snapshots)), bootstrap=bootstrap if bootstrap.is_file() else None)
 
+    @classmethod
+    def of_file(cls, path: Path) -> MetadataLogDir:
+        """A log made of one segment or snapshot file."""
+        rf = record_file(path)
+        if rf is None:
+            raise InputError(f"{path}: neither a metadata segment nor a snapshot (it does not start with a valid "
+                             "record batch: magic 2, a length that fits the file, a matching CRC)")
+        if rf.kind is FileKind.SEGMENT:
+            return cls(partition_dir=path.parent, segments=(SegmentFile(rf.base_offset, path),), snapshots=())
+        assert rf.snapshot_id is not None
+        return cls(partition_dir=path.parent, segments=(), snapshots=(SnapshotFile(rf.snapshot_id, path),))
+
     def latest_snapshot(self, until_offset: int | None = None) -> SnapshotFile | None:
         """The snapshot with the highest id whose end offset is ``<= until_offset`` (any, when ``None``)."""
         eligible = [s for s in self.snapshots if until_offset is None or s.end_offset <= until_offset]
         return max(eligible, default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFile:
+    """A file of record batches, classified by its name when Kafka named it, else by its content.
+
+    ``base_offset`` is a segment's first offset (``LogSegment.baseOffset``: the 20 digits of its name, else the
+    first batch's baseOffset); ``snapshot_id`` is a snapshot's id from its name, or ``SnapshotId(0, 0)`` when the
+    name does not carry it (its records then stand for the state "before offset 0", like ``bootstrap.checkpoint``:
+    the end offset Kafka named the file with is not written inside it)."""
+
+    kind: FileKind
+    path: Path
+    base_offset: int = 0
+    snapshot_id: SnapshotId | None = None
+
+
+def record_file(path: str | Path) -> RecordFile | None:
+    """What a file of record batches is, or None when it is not one.
+
+    The name decides when it is one of Kafka's (``<20 digits>.log``, ``<20 digits>-<10 digits>.checkpoint``,
+    ``bootstrap.checkpoint``): those names are exact, and a damaged file keeps its kind so that reading it reports
+    the damage. Any other file is a segment or snapshot when it *starts* with a sound v2 batch (magic 2, a length
+    that fits the file, a matching CRC-32C, records that decode — ``DefaultRecordBatch.ensureValid``): a snapshot
+    when that batch is a control batch at offset 0 holding a SNAPSHOT_HEADER (``RecordsSnapshotWriter`` always
+    writes one first), a segment otherwise."""
+    p = Path(path)
+    kind = file_kind(p)
+    if kind is FileKind.SEGMENT:
+        base = parse_segment_name(p.name)
+        assert base is not None
+        return RecordFile(kind, p, base_offset=base)
+    if kind is FileKind.SNAPSHOT:
+        return RecordFile(kind, p, snapshot_id=parse_snapshot_name(p.name))
+    if kind is FileKind.BOOTSTRAP:
+        return RecordFile(kind, p, snapshot_id=SnapshotId(0, 0))
+    try:
+        first = next(iter_decoded(p, policy="fail"), None)
+    except DecodeError:
+        return None
+    if first is None:
+        return None
+    header, _fpos, _crc, _data, controls = first
+    if controls and header[0] == 0 and isinstance(controls[0][1], SnapshotHeaderRecord):
+        return RecordFile(FileKind.SNAPSHOT, p, snapshot_id=SnapshotId(0, 0))
+    return RecordFile(FileKind.SEGMENT, p, base_offset=header[0])
 
 
 # One record of one copy, for merging: (offset, copy index, entry, value bytes).
@@ -207,7 +271,7 @@ class MetadataLog:
                 for od, rec, value in data:
                     offset = base + od
                     if offset >= start and (until is None or offset < until):
-                        yield offset, index, LogEntry(offset, rec, base, epoch, ts, source), value
+                        yield offset, index, new_log_entry(offset, rec, base, epoch, ts, source), value
                 for od, crec, value in controls:
                     offset = base + od
                     if offset >= start and (until is None or offset < until):

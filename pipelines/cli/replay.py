@@ -12,7 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from jbod_model.errors import InputError
-from jbod_model.image_json import image_to_json
+from jbod_model.gaps import with_consequences
+from jbod_model.image_json import image_json_text, image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps
 from jbod_model.sources import InputKind, detect_kind, open_inputs
@@ -86,12 +87,13 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             loaded = open_inputs(inputs or [], policy=shared.policy(policy), until_offset=until_offset,
                                  from_snapshot=not full_log)
             runner = shared.stream_runner(loaded)
-            for _event in runner.run(shared.tracked(loaded.entries, "decoding and replaying")):
-                pass  # requests in JSONL inputs are run; only the final image is printed here
+            with loaded.replaying():
+                for _event in runner.run(shared.tracked(loaded.entries, "decoding and replaying")):
+                    pass  # requests in JSONL inputs are run; only the final image is printed here
             shared.report_skips(loaded)
-            doc = image_to_json(runner.image)
+            doc = with_consequences(image_to_json(runner.image), loaded.consequences)
         if as_json:
-            print(dumps(doc))
+            print(image_json_text(doc))
         else:
             _print_image(doc)
 

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from jbod_model.errors import InputError
+from jbod_model.gaps import with_consequences
 from jbod_model.records.json_codec import dumps
 from jbod_model.report import DirectoryPaths, JbodReport, build_report
 from jbod_model.storage.log_reader import ReadPolicy
@@ -158,8 +159,7 @@ def register(app: typer.Typer) -> None:
                                         policy="fail" if policy == "fail" else "skip", full_log=full_log,
                                         track=track)
             paths = directory_paths_for(tables, cid, explicit)
-            for line in data.skipped:
-                shared.console(stderr=True).print(f"[yellow]skipped:[/] {line}", highlight=False)
+            shared.report_skipped(data.skipped)
             for finding in inv.all_findings if inv is not None else ():
                 shared.console(stderr=True).print(f"[yellow]{finding.severity}[/] {finding.path}: {finding.message}",
                                             highlight=False)
@@ -168,6 +168,7 @@ def register(app: typer.Typer) -> None:
                 _write_html(html, render_html(result))
                 shared.console(stderr=True).print(f"wrote {html}", highlight=False)
             if as_json:
-                print(dumps(report_to_json(result)))
+                doc = report_to_json(result)
+                print(dumps(doc if data.consequences is None else with_consequences(doc, data.consequences)))
             else:
                 render_terminal(result, shared.console(), shared.table)

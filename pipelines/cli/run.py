@@ -69,7 +69,8 @@ def _print_run_summary(summary: Any) -> None:
 
 
 def run(inputs: Annotated[list[Path] | None, typer.Option(
-            "--input", "-i", help="Metadata log dirs (or a directory of them), canonical JSONL, kafka-dump-log text; "
+            "--input", "-i", help="Metadata log dirs (or a directory of them), a segment or snapshot file, canonical "
+                                  "JSONL, kafka-dump-log text; "
                                   "repeat for several. Default: the bundled demo cluster with a disk failure.")] = None,
         tables: Annotated[Path | None, typer.Option("--tables", help="Where the Delta tables go (profile: "
                                                                      "./lakehouse).")] = None,
@@ -83,6 +84,10 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
                                                                             "files without cluster.id).")] = None,
         max_entries_per_batch: Annotated[int | None, typer.Option("--max-entries-per-batch", min=1,
                                                                   help="Cap each micro-batch (per cluster).")] = None,
+        buckets: Annotated[int | None, typer.Option(
+            "--buckets", min=1, help="Replay buckets per cluster: one cluster's replay spread over this many state "
+                                     "keys, to use several cores (default 4; fixed into the checkpoint).",
+            show_default=False)] = None,
         master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
         dirs: Annotated[list[Path] | None, typer.Option(
             "--dirs", help="meta.properties files or folders holding them: loaded into the dir_inventory table "
@@ -104,7 +109,8 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
 
     with shared.fail():
         config = resolve_config(conf, cli={"tables": tables, "cluster_id": cluster_id,
-                                           "max_entries_per_batch": max_entries_per_batch, "spark.master": master,
+                                           "max_entries_per_batch": max_entries_per_batch, "buckets": buckets,
+                                           "spark.master": master,
                                            "read_policy": None if policy is None else shared.policy(policy)})
         if inputs is None:
             # The demo: its cluster named as its disks name it, each broker's copy read as that broker's root.

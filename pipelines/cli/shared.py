@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
@@ -120,13 +121,13 @@ def fail() -> Iterator[None]:
     try:
         yield
     except ReplayFault as e:
-        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] replay fault: {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] replay fault: {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_REPLAY) from None
     except DecodeError as e:
-        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] cannot decode: {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] cannot decode: {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_DECODE) from None
     except (InputError, JbodError) as e:
-        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] {e}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_INPUT) from None
 
 
@@ -176,15 +177,22 @@ def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamR
 
 
 def report_skips(loaded: LoadedInput) -> None:
-    """Say on stderr what the input readers skipped under ``--policy skip``."""
-    if not loaded.report.clean:
-        # The summary counts what was read, then what was skipped: say so, or the counts read as skipped.
-        console(stderr=True).print(f"[yellow]read with damage skipped (--policy skip):[/] "
-                                   f"{loaded.report.summary()}", highlight=False)
-    for reader in loaded.dump_readers:
-        report = reader.report()
-        for problem in report.problems:
-            console(stderr=True).print(f"[yellow]skipped:[/] {problem}", highlight=False)
+    """Say on stderr what the input readers skipped under ``--policy skip`` (and the records left out because of
+    it)."""
+    lines = loaded.skipped()
+    if not loaded.report.clean and lines:
+        # The first line is the readers' summary (LoadedInput.skipped): it counts what was READ, then what was
+        # skipped; under a "skipped:" prefix those counts read as if they had been skipped.
+        console(stderr=True).print(f"[yellow]read with damage skipped (--policy skip):[/] {escape(lines[0])}",
+                                   highlight=False)
+        lines = lines[1:]
+    report_skipped(lines)
+
+
+def report_skipped(lines: Iterable[str]) -> None:
+    """``skipped:`` lines on stderr. Escaped: a message quotes input (file names, JSON) rich would take for markup."""
+    for line in lines:
+        console(stderr=True).print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
 
 
 def table(title: str, *columns: str) -> Table:

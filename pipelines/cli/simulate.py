@@ -3,6 +3,10 @@
 * ``jbod simulate SCENARIO --out DIR [--seed N]`` — a named scenario (``--list`` shows them);
 * ``jbod simulate --brokers B --dirs D --partitions P [--topics T] [--rf R] [--failures F] --out DIR`` — a cluster of
   that size, optionally with F random disk failures;
+* ``jbod simulate --brokers B --dirs D --partitions P --workload churn --operations N --out DIR`` — the same cluster
+  (placed directly, no simulated clock) followed by N churn operations: ISR changes, disk failures, fencing, restarts,
+  LOST assignments, reassignments, moves, topic deletions, configs, transactions and NoOps
+  (``jbod_model.simulator.churn``; what the benchmarks generate, fast at 200k partitions);
 * ``jbod simulate --random N --out DIR`` — a random fault schedule of N operations (what the property tests run).
 
 The outputs (stream.jsonl, records.jsonl, the metadata log's segments and snapshot, meta.properties per simulated
@@ -24,6 +28,7 @@ from rich.table import Table
 
 from jbod_model.errors import JbodError
 from jbod_model.simulator.checks import explain
+from jbod_model.simulator.churn import ChurnSpec, churn_run
 from jbod_model.simulator.cluster import Simulation, SimulationError
 from jbod_model.simulator.config import SimulationConfig
 from jbod_model.simulator.generator import RandomRunSpec, random_run, sized_run
@@ -40,6 +45,8 @@ from pipelines.cli import shared
 from pipelines.cli.shared import EXIT_INPUT
 
 EXIT_VIOLATION = 1
+#: ``--workload`` values: the simulator\'s creation only, or the churn workload.
+WORKLOADS = ("none", "churn")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -137,6 +144,18 @@ def simulate(
                                                     help="Replication factor of a generated cluster.")] = 3,
     failures: Annotated[int, typer.Option("--failures", help="Random disk failures after the topics are "
                                                              "created.")] = 0,
+    workload: Annotated[str, typer.Option("--workload", help="What a generated cluster does after its topics exist: "
+                                                             "'none' (the simulator creates them, then --failures), "
+                                                             "or 'churn' (--operations random operations).")] = "none",
+    operations: Annotated[int, typer.Option("--operations", help="Churn operations (with --workload churn).")] = 10_000,
+    noop_share: Annotated[float, typer.Option("--noop-share", help="Share of churn operations that are NoOpRecords."
+                                              )] = 0.3,
+    restart_weight: Annotated[float, typer.Option("--restart-weight", help="Weight of broker restarts among the "
+                                                  "churn operations (the eleven others weigh 1 each).")] = 0.5,
+    reassign_weight: Annotated[float, typer.Option("--reassign-weight", help="Weight of partition reassignments "
+                                                   "among the churn operations.")] = 1.0,
+    delete_weight: Annotated[float, typer.Option("--delete-weight", help="Weight of topic deletions (each followed "
+                                                 "by a topic of the same size) among the churn operations.")] = 1.0,
     random_ops: Annotated[int, typer.Option("--random", help="Instead: a random fault schedule of this many "
                                                              "operations on --brokers × --dirs.")] = 0,
     segment_bytes: Annotated[int, typer.Option("--segment-bytes", help="Roll metadata log segments at this "
@@ -157,6 +176,8 @@ def simulate(
         return
     if out is None:
         raise _fail("--out DIR is required")
+    if workload not in WORKLOADS:
+        raise _fail(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
     chosen: Scenario | None = None
     if scenario is not None:
         chosen = SCENARIOS.get(scenario)
@@ -169,6 +190,17 @@ def simulate(
             result = chosen.run(seed) if chosen is not None else random_run(
                 seed, RandomRunSpec(brokers=brokers, dirs=dirs, operations=random_ops))
             paths = write_result(result, out, segment_bytes=segment_bytes)
+        elif workload == "churn":
+            spec = ChurnSpec(brokers=brokers, dirs_per_broker=dirs, partitions=partitions,
+                             topics=topics if topics > 0 else max(1, -(-partitions // 1000)),
+                             replication_factor=replication_factor, operations=operations, noop_share=noop_share,
+                             restart_weight=restart_weight, reassign_weight=reassign_weight,
+                             delete_weight=delete_weight, seed=seed,
+                             first_offset=1)  # offset 0: the quorum leader's LEADER_CHANGE control batch
+            churn_config = SimulationConfig.uniform(brokers=brokers, dirs=dirs, start_time_ms=spec.start_time_ms)
+            writer = OutputWriter(out, churn_config, segment_bytes=segment_bytes)
+            result = churn_run(spec, writer, name="generated")
+            paths = writer.finish(result)
         else:
             # A generated cluster may be large: its log is streamed to disk as it is committed.
             config = SimulationConfig.uniform(brokers=brokers, dirs=dirs)

@@ -97,6 +97,9 @@ class JobConfig(_Strict):
     delta_writer: DeltaWriter = DeltaWriter.DELTALAKE
     trigger: Trigger = Trigger.AVAILABLE_NOW
     max_entries_per_batch: int | None = Field(default=None, ge=1)
+    #: Replay buckets per cluster (``jbod_model.buckets``; default ``pipelines.streaming.job.DEFAULT_BUCKETS``): one
+    #: cluster's replay spread over that many state keys, so it uses several cores. Fixed into the checkpoint.
+    buckets: int | None = Field(default=None, ge=1)
     cluster_id: str | None = None
     #: On undecodable input (a batch whose CRC fails, a torn segment tail): ``fail`` stops the job naming the file
     #: and offsets; ``skip`` skips those offsets, keeps every good record and writes a ``log_gaps`` row per range.
@@ -118,6 +121,7 @@ ENV_KEYS: Mapping[str, str] = {
     "JBOD_DELTA_WRITER": "delta_writer",
     "JBOD_TRIGGER": "trigger",
     "JBOD_MAX_ENTRIES_PER_BATCH": "max_entries_per_batch",
+    "JBOD_BUCKETS": "buckets",
     "JBOD_CLUSTER_ID": "cluster_id",
     "JBOD_READ_POLICY": "read_policy",
     "JBOD_SPARK_MASTER": "spark.master",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
+from jbod_model.gaps import GapConsequences
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.records.entry import LogEntry
@@ -42,6 +43,8 @@ class ReportData:
     image: MetadataImage
     history: ReportHistory | None
     skipped: tuple[str, ...] = ()
+    #: Records the replay left out as consequences of skipped ranges (policy skip), and the entities now unknown.
+    consequences: GapConsequences | None = None
 
 
 #: Wraps the entries as they are read, e.g. to show progress (the CLI's live count on a terminal).
@@ -59,11 +62,10 @@ def load_from_inputs(inputs: list[Path], *, until_offset: int | None = None, pol
     loaded = open_inputs(inputs, policy=policy, until_offset=until_offset, from_snapshot=not full_log)
     runner = StreamRunner(ReferenceController(loaded.base_image))
     tracker = ReportTracker(loaded.base_image)
-    run_and_track(runner, track(loaded.entries), tracker)
-    skipped = [] if loaded.report.clean else [loaded.report.summary()]
-    for reader in loaded.dump_readers:
-        skipped.extend(str(p) for p in reader.report().problems)
-    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(skipped))
+    with loaded.replaying():
+        run_and_track(runner, track(loaded.entries), tracker)
+    return ReportData(image=runner.image, history=tracker.history(), skipped=tuple(loaded.skipped()),
+                      consequences=loaded.consequences)
 
 
 def load_from_records(entries: Iterable[LogEntry], base_image: MetadataImage = EMPTY_IMAGE) -> ReportData:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from jbod_model.buckets import is_shared, record_owner
 from jbod_model.controller.context import BrokerHeartbeatState, ControllerState
 from jbod_model.errors import InputError
 from jbod_model.image import BrokerRegistration, PartitionRegistration
@@ -42,15 +43,24 @@ def broker_from_text(text: str) -> BrokerRegistration:
     return BrokerRegistration.from_record(record)
 
 
+def partition_to_json(p: PartitionRegistration) -> list[Any]:
+    """A partition registration as a positional JSON array (see :func:`partition_to_text`)."""
+    return [list(p.replicas), [str(d) for d in p.directories], list(p.isr), list(p.removing_replicas),
+            list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader, p.leader_recovery_state,
+            p.leader_epoch, p.partition_epoch]
+
+
 def partition_to_text(p: PartitionRegistration) -> str:
-    return dumps([list(p.replicas), [str(d) for d in p.directories], list(p.isr), list(p.removing_replicas),
-                  list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader, p.leader_recovery_state,
-                  p.leader_epoch, p.partition_epoch])
+    return dumps(partition_to_json(p))
 
 
 def partition_from_text(text: str) -> PartitionRegistration:
+    return partition_from_json(json.loads(text))
+
+
+def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
     (replicas, dirs, isr, removing, adding, elr, last_known_elr, leader, lrs, leader_epoch,
-     partition_epoch) = json.loads(text)
+     partition_epoch) = value
     return PartitionRegistration(replicas=tuple(replicas), directories=tuple(Uuid.from_string(d) for d in dirs),
                                  isr=tuple(isr), removing_replicas=tuple(removing), adding_replicas=tuple(adding),
                                  elr=tuple(elr), last_known_elr=tuple(last_known_elr), leader=leader,
@@ -127,13 +137,26 @@ class InputRow:
     gap_last: int | None = None
     #: On a ``gap`` row: what was skipped and why, for the ``log_gaps`` table.
     message: str | None = None
+    #: The replay bucket of the cluster the row goes to (``jbod_model.buckets``): the partition's bucket for a
+    #: partition record, 0 for a NoOp, a gap or any row of a JSONL input (request streams run in one bucket), and
+    #: :data:`ALL_BUCKETS` for a record every bucket replays, until the source fans it out to each bucket.
+    bucket: int = 0
+    #: On a snapshot row: its index among the snapshot's records (its bronze row's ``snapshot_index``; a bucket
+    #: sees only some of them).
+    snapshot_index: int | None = None
 
     def as_tuple(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
 
 
+#: ``InputRow.bucket`` of a record every bucket replays, before the source fans it out.
+ALL_BUCKETS = -1
+
+
 def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, snapshot_end: int | None = None,
-                 input_kind: str = "log", gap_from: int | None = None) -> InputRow:
+                 input_kind: str = "log", gap_from: int | None = None, buckets: int = 1,
+                 snapshot_index: int | None = None) -> InputRow:
+    """The input row of a stream entry; ``buckets``: the cluster's replay buckets (``jbod_model.buckets``)."""
     obj = entry_to_json(entry)
     data = obj.get("data")
     payload = obj.get("payload")
@@ -141,9 +164,27 @@ def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, sn
         return InputRow(cluster_id, kind, seq, entry.offset, None, None, None, str(obj["type"]),
                         int(obj.get("version", 0)), None if data is None else dumps(data), None, entry.source,
                         None, input_kind)
+    if input_kind == "jsonl" or buckets == 1:
+        bucket = 0
+    elif is_shared(entry.record):
+        bucket = ALL_BUCKETS
+    else:
+        bucket = record_owner(entry.record, buckets)
     return InputRow(cluster_id, kind, seq, entry.offset, entry.batch_base_offset, entry.leader_epoch,
                     entry.timestamp, str(obj["type"]), int(obj["version"]), None if data is None else dumps(data),
-                    payload, entry.source, snapshot_end, input_kind, gap_from)
+                    payload, entry.source, snapshot_end, input_kind, gap_from, bucket=bucket,
+                    snapshot_index=snapshot_index)
+
+
+def fan_out(row: InputRow, buckets: int) -> Iterator[InputRow]:
+    """The row as each bucket that replays it receives it: one copy per bucket for :data:`ALL_BUCKETS` and for a
+    ``gap`` row (every bucket must know of the last skipped range: a record that cannot replay after it is its
+    consequence, ``jbod_model.gaps``; bucket 0 writes the gap's row)."""
+    if row.bucket != ALL_BUCKETS and row.kind != "gap":
+        yield row
+        return
+    for bucket in range(buckets):
+        yield dataclasses.replace(row, bucket=bucket)
 
 
 def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:

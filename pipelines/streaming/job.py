@@ -24,16 +24,26 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
+from jbod_model.buckets import check_buckets
 from jbod_model.errors import DecodeError, InputError, JbodError
 from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor
+from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_rows
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
 DEFAULT_MAX_ENTRIES_PER_BATCH = 20_000
+
+#: Replay buckets per cluster when not given (``jbod_model.buckets``): a cluster's keys spread over the state
+#: partitions, so one cluster uses every core of a small machine. Fixed into the checkpoint.
+DEFAULT_BUCKETS = 4
+
+#: The state layout a checkpoint of this job holds, written beside it (``kraft-jbod-state.json``): a checkpoint
+#: of another layout — an older job, another bucket count — is refused before Spark reads its state.
+STATE_LAYOUT_VERSION = 2
+STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
 DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failure.jsonl"
@@ -184,15 +194,58 @@ def query_id(checkpoint_dir: Path) -> str:
         raise JbodError(f"cannot read the streaming query id from {meta}: {e}") from e
 
 
+def check_state_layout(checkpoint_dir: Path, buckets: int) -> None:
+    """Refuse a checkpoint whose state another layout wrote (docs/state-design.md, "Changing the layout"); record
+    the layout of a new one."""
+    layout = {"version": STATE_LAYOUT_VERSION, "buckets": buckets}
+    marker = checkpoint_dir / STATE_LAYOUT_FILE
+    if marker.exists():
+        try:
+            found = json.loads(marker.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise JbodError(f"{marker} is not JSON: {e}") from e
+        if found.get("version") != STATE_LAYOUT_VERSION:
+            raise JbodError(f"the checkpoint {checkpoint_dir} holds state layout {found.get('version')}, this job "
+                            f"writes layout {STATE_LAYOUT_VERSION}: replay into new tables from a new checkpoint")
+        if found.get("buckets") != buckets:
+            raise JbodError(f"the checkpoint {checkpoint_dir} was written with {found.get('buckets')} replay "
+                            f"buckets per cluster, this run asks for {buckets}: a partition's bucket is fixed into "
+                            f"the state; run with --buckets {found.get('buckets')}, or replay into new tables from a "
+                            "new checkpoint")
+        return
+    if (checkpoint_dir / "offsets").is_dir() and any((checkpoint_dir / "offsets").iterdir()):
+        raise JbodError(f"the checkpoint {checkpoint_dir} was written by an older kraft-jbod (state layout 1: one "
+                        f"key per cluster); this job keys its state by cluster and replay bucket (layout "
+                        f"{STATE_LAYOUT_VERSION}): replay into new tables from a new checkpoint")
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(layout), encoding="utf-8")
+
+
+def halted_clusters(tables_dir: Path) -> dict[str, int]:
+    """Cluster → the offset its first replay fault halted it at, from the ``replay_faults`` table."""
+    if not (tables_dir / "replay_faults").exists():
+        return {}
+    out: dict[str, int] = {}
+    for row in read_table(tables_dir, "replay_faults").to_pylist():
+        at = row["offset"] if row["offset"] is not None else row["seq"]
+        if at is not None:
+            out[row["cluster_id"]] = min(int(at), out.get(row["cluster_id"], int(at)))
+    return out
+
+
 class _Sink:
-    """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), write it."""
+    """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), settle the buckets'
+    rows into the clusters' (``pipelines.streaming.processor.settle_rows``), write them."""
 
     def __init__(self, make_writer: Any, checkpoint_dir: Path,
-                 on_batch: Callable[[BatchStats], None] | None = None) -> None:
+                 on_batch: Callable[[BatchStats], None] | None = None,
+                 halted: Callable[[], dict[str, int]] | None = None) -> None:
         self._make_writer = make_writer
         self._checkpoint_dir = checkpoint_dir
         self._writer: TableWriter | None = None
         self._on_batch = on_batch
+        self._load_halted = halted
+        self._halted: dict[str, int] = {}
         self.stats: list[BatchStats] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -200,7 +253,8 @@ class _Sink:
         if self._writer is None:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
-        rows = df.toArrow().to_pylist()
+            self._halted = self._load_halted() if self._load_halted is not None else {}
+        rows = settle_rows(df.toArrow().to_pylist(), self._halted)
         computed = time.monotonic()
         written = self._writer.write_batch(batch_id, rows) if rows else {}
         self.stats.append(BatchStats(batch_id, len(rows), written, time.monotonic() - started,
@@ -216,7 +270,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             writer_factory: Callable[[str], TableWriter] | None = None, follow: bool = False,
             follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
             stop_when: Callable[[], bool] | None = None,
-            policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
+            policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None,
+            buckets: int | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -225,7 +280,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
     until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
-    ``on_batch`` is called after each micro-batch is written (progress for a long replay).
+    ``on_batch`` is called after each micro-batch is written (progress for a long replay). ``buckets``: replay
+    buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint).
     """
     if not inputs:
         raise InputError("no input given")
@@ -240,6 +296,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
                              "(--follow waits for files to appear)")
     tables = Path(tables_dir).resolve()
     checkpoint = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else tables / "_checkpoints" / "replay"
+    bucket_count = check_buckets(buckets if buckets is not None else DEFAULT_BUCKETS)
+    check_state_layout(checkpoint, bucket_count)
     own_session = spark is None
     jvm_log = checkpoint.parent / "spark-driver.log"
     session = spark or spark_session(master, conf, jvm_log=jvm_log)
@@ -256,10 +314,11 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
     # The tables exist from the start, so a run with nothing to do (or a reader right after) finds them.
     make_writer("kraft-jbod:setup").ensure_tables()
-    sink = _Sink(make_writer, checkpoint, on_batch)
+    sink = _Sink(make_writer, checkpoint, on_batch, halted=lambda: halted_clusters(tables))
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
-                             max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint)
+                             max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint,
+                             buckets=bucket_count)
     if not follow:
         # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
         # AvailableNow would read one batch only from a Python source (no admission control), so the source is told
@@ -267,8 +326,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         options["endOffsets"] = json.dumps(available_offsets(options))
     started = time.monotonic()
     stream = session.readStream.format(SOURCE_NAME).options(**options).load()
-    replayed = stream.groupBy("cluster_id").transformWithStateInPandas(
-        statefulProcessor=ClusterReplayProcessor(), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
+    replayed = stream.groupBy("cluster_id", "bucket").transformWithStateInPandas(
+        statefulProcessor=ClusterReplayProcessor(bucket_count), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
         timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
     try:
@@ -333,7 +392,9 @@ def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary
     faults = [str(r["message"]) for r in read_table(tables_dir, "replay_faults",
                                                      f"cluster_id = '{quoted}'").to_pylist()]
     gap_rows = read_table(tables_dir, "log_gaps", f"cluster_id = '{quoted}'").to_pylist()
-    gaps = [str(r["message"]) for r in sorted(gap_rows, key=lambda r: r["first_missing_offset"])]
+    # A skipped JSONL line has no offset: it sorts after the ranges of offsets.
+    gaps = [str(r["message"]) for r in sorted(gap_rows, key=lambda r: (r["first_missing_offset"] is None,
+                                                                       r["first_missing_offset"] or 0))]
     return ClusterSummary(cluster_id=cluster_id, last_offset=image["lastOffset"],
                           metadata_version=image["metadataVersion"], brokers=len(image["brokers"]),
                           topics=len(image["topics"]), partitions=len(image["partitions"]),
@@ -350,7 +411,7 @@ def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: 
                    conf=config.spark.conf, cluster_id=config.cluster_id,
                    max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
                    follow=keep_following, timeout_seconds=timeout_seconds, policy=config.read_policy,
-                   on_batch=on_batch)
+                   on_batch=on_batch, buckets=config.buckets)
 
 
 @contextmanager

@@ -45,6 +45,7 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
+from jbod_model.buckets import check_buckets, halted_after, owned_step
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -57,6 +58,7 @@ from jbod_model.changes import (
 )
 from jbod_model.controller.controller import CONTROLLER_SOURCE, ReferenceController
 from jbod_model.errors import InputError, JbodError, ReplayFault
+from jbod_model.gaps import Consequence, GapConsequences
 from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_to_json
@@ -70,20 +72,32 @@ from pipelines.streaming.codec import (
     controller_state_to_text,
     entries_from_text,
     entries_to_text,
-    partition_from_text,
-    partition_to_text,
+    partition_from_json,
+    partition_to_json,
     row_to_entry,
 )
 
 #: The operator's output schema.
-OUTPUT_SCHEMA = "cluster_id string, ord long, table string, payload string"
+OUTPUT_SCHEMA = "cluster_id string, ord long, table string, payload string, bucket int, at long"
 
 #: Buckets per broker of the broker → partitions index. Fixed in the checkpoint: changing it needs a new one.
 BROKER_INDEX_BUCKETS = 64
 
 
+#: Chunks of a cluster bucket's ``partitions`` state: a state value holds every partition of one chunk, so a batch
+#: makes one read and at most one write per chunk it touches instead of one per partition (each call is a round trip
+#: to the JVM, ≈ 85 µs). Fixed in the checkpoint: changing it needs a new one.
+PARTITION_CHUNKS = 256
+
+
 def _bucket(key: PartitionKey) -> int:
     return zlib.crc32(f"{key[0]}:{key[1]}".encode()) % BROKER_INDEX_BUCKETS
+
+
+def _chunk(key_text: str) -> int:
+    # Adler-32, not the CRC-32 of the replay buckets and index buckets: a chunk must not be correlated with the
+    # bucket that holds it, or a bucket would use only some of its chunks.
+    return zlib.adler32(key_text.encode()) % PARTITION_CHUNKS
 
 
 def _key_text(key: PartitionKey) -> str:
@@ -102,6 +116,19 @@ class StateStore:
         self._h = handles
         self._last_offset = -1 if meta is None or meta[0] is None else int(meta[0])
         self._features: dict[str, int] | None = None
+        # Chunks of the partitions state read so far (key text → positional JSON), and which of them are stored.
+        self._chunks: dict[int, dict[str, Any]] = {}
+        self._stored_chunks: set[int] = set()
+
+    def _partition_chunk(self, chunk: int) -> dict[str, Any]:
+        found = self._chunks.get(chunk)
+        if found is None:
+            value = self._h["partitions"].getValue((chunk,))
+            found = {} if value is None else json.loads(value[0])
+            if value is not None:
+                self._stored_chunks.add(chunk)
+            self._chunks[chunk] = found
+        return found
 
     def last_offset(self) -> int:
         return self._last_offset
@@ -134,8 +161,9 @@ class StateStore:
         return None if value is None else Uuid.from_string(value[0])
 
     def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
-        value = self._h["partitions"].getValue((str(topic_id), partition_id))
-        return None if value is None else partition_from_text(value[0])
+        key = _key_text((topic_id, partition_id))
+        value = self._partition_chunk(_chunk(key)).get(key)
+        return None if value is None else partition_from_json(value)
 
     def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
         out: list[PartitionKey] = []
@@ -162,8 +190,23 @@ class StateStore:
         _put(h["topics"], {(str(k),): None if v is None else (v.name, json.dumps([list(r) for r in v.partition_ids]))
                            for k, v in w.topics.items()})
         _put(h["topic_names"], {(k,): None if v is None else (str(v),) for k, v in w.topic_names.items()})
-        _put(h["partitions"], {(str(k[0]), k[1]): None if v is None else (partition_to_text(v),)
-                               for k, v in w.partitions.items()})
+        by_chunk: dict[int, dict[str, PartitionRegistration | None]] = {}
+        for key, part in w.partitions.items():
+            text = _key_text(key)
+            by_chunk.setdefault(_chunk(text), {})[text] = part
+        for chunk, chunk_changes in by_chunk.items():
+            values = self._partition_chunk(chunk)
+            for text, part in chunk_changes.items():
+                if part is None:
+                    values.pop(text, None)
+                else:
+                    values[text] = partition_to_json(part)
+            if values:
+                h["partitions"].updateValue((chunk,), (dumps(values),))
+                self._stored_chunks.add(chunk)
+            elif chunk in self._stored_chunks:
+                h["partitions"].removeKey((chunk,))
+                self._stored_chunks.discard(chunk)
         # int(): the model keys topic configs by ConfigResourceType (an IntEnum), which the state store cannot hold.
         _put(h["configs"], {(int(k[0]), str(k[1])): None if v is None else (dumps(dict(v)),)
                             for k, v in w.configs.items()})
@@ -228,20 +271,31 @@ def _offline_value(name: str, r: ReplicaState | None) -> dict[str, Any] | None:
 
 
 class RowSink:
-    """Collects one cluster's output rows in order."""
+    """Collects one cluster bucket's output rows in order, with the offset of the step each row belongs to.
 
-    def __init__(self, cluster_id: str, origin: str) -> None:
+    ``ord`` is unique across a cluster's buckets (``index × buckets + bucket``) and increases within a bucket, where
+    every key's events are (a key belongs to one bucket)."""
+
+    def __init__(self, cluster_id: str, origin: str, bucket: int = 0, buckets: int = 1,
+                 snapshot_index: Mapping[int, int] | None = None) -> None:
         self.cluster_id = cluster_id
         self.origin = origin
+        self.bucket = bucket
+        self.buckets = buckets
+        #: Snapshot record offset (local to the file) → its index among the snapshot's records.
+        self.snapshot_index = snapshot_index or {}
         self.rows: list[tuple[str, int, str, str]] = []
+        #: The offset of the step (or fault, or gap) each row of ``rows`` belongs to; None for a controller response.
+        self.at: list[int | None] = []
 
-    def add(self, table: str, payload: dict[str, Any]) -> None:
-        self.rows.append((self.cluster_id, len(self.rows), table, dumps(payload)))
+    def add(self, table: str, payload: dict[str, Any], at: int | None = None) -> None:
+        self.rows.append((self.cluster_id, len(self.rows) * self.buckets + self.bucket, table, dumps(payload)))
+        self.at.append(at)
 
     def event(self, entity: str, key: list[Any], step: Step, value: dict[str, Any] | None) -> None:
-        self.add(entity, {"k": key, "o": step.offset, "t": step.timestamp, "v": value})
+        self.add(entity, {"k": key, "o": step.offset, "t": step.timestamp, "v": value}, step.offset)
 
-    def record(self, entry: LogEntry, applied: int | None, snapshot_index: int | None = None,
+    def record(self, entry: LogEntry, applied: int | None, at: int, snapshot_index: int | None = None,
                offset: int | None = None) -> None:
         obj = record_to_json(entry.record)
         origin = "controller" if entry.source == CONTROLLER_SOURCE else \
@@ -251,17 +305,20 @@ class RowSink:
             "leader_epoch": entry.leader_epoch, "timestamp": entry.timestamp, "type": obj["type"],
             "version": obj["version"], "data": None if obj.get("data") is None else dumps(obj["data"]),
             "payload": obj.get("payload"), "source": entry.source, "origin": origin,
-            "snapshot_index": snapshot_index, "applied_offset": applied})
+            "snapshot_index": snapshot_index, "applied_offset": applied}, at)
 
     def step(self, step: Step) -> None:
-        """Bronze rows for the step's records, then one event per changed key."""
+        """Bronze rows for the step's records, then one event per changed key: of the rows this bucket owns
+        (``jbod_model.buckets.owned_step``)."""
+        step = owned_step(step, self.bucket, self.buckets)
         for i, entry in enumerate(step.entries):
             if step.snapshot:
-                self.record(entry, step.offset, snapshot_index=i, offset=step.offset)
+                self.record(entry, step.offset, step.offset, snapshot_index=self.snapshot_index.get(entry.offset, i),
+                            offset=step.offset)
             else:
-                self.record(entry, step.offset)
+                self.record(entry, step.offset, step.offset)
         for entry in step.aborted:
-            self.record(entry, None)
+            self.record(entry, None, step.offset)
         for f in step.features:
             self.event("feature", [f.key], step, None if f.new is None else {"level": f.new})
         for b in step.brokers:
@@ -297,11 +354,13 @@ class RowSink:
             "first_record_offset": written[0].offset if written else None,
             "last_record_offset": written[-1].offset if written else None,
             "partition_errors": [{"topic": t, "partition_id": p, "error_code": c}
-                                 for t, p, c in response_partition_errors(response)]})
+                                 for t, p, c in response_partition_errors(response)]}, entry.offset)
 
     def gap(self, step: Step, gap_from: int, snapshot_end: int) -> None:
         """A ``log_gaps`` row: the offsets the stream never read because Kafka deleted them first, and the snapshot
-        whose load (``step``) stood in for them."""
+        whose load (``step``) stood in for them. Each bucket counts the rows it owns; :func:`settle_rows` sums a
+        cluster's partial rows into one."""
+        step = owned_step(step, self.bucket, self.buckets)
         source = step.entries[0].source if step.entries else None
         changed = (len(step.features) + len(step.brokers) + len(step.topics) + len(step.partitions)
                    + len(step.replicas))
@@ -309,8 +368,7 @@ class RowSink:
             "first_missing_offset": gap_from, "last_missing_offset": snapshot_end - 1,
             "snapshot_end_offset": snapshot_end, "snapshot_source": source, "snapshot_time": step.timestamp,
             "changed_rows": changed, "dropped_records": len(step.aborted),
-            "message": f"offsets {gap_from}..{snapshot_end - 1} were deleted from the log before the job read them; "
-                       f"re-bootstrapped from the snapshot ending at offset {snapshot_end} ({changed} rows changed)"})
+            "message": _rebootstrap_message(gap_from, snapshot_end, changed)}, step.offset)
 
     def skipped(self, row: Mapping[str, Any]) -> None:
         """A ``log_gaps`` row for a source ``gap`` row: offsets the source could not read and skipped (policy
@@ -318,11 +376,25 @@ class RowSink:
         self.add("log_gaps", {
             "first_missing_offset": _opt_int(row["gap_from"]), "last_missing_offset": _opt_int(row["gap_last"]),
             "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
-            "dropped_records": 0, "message": row["message"]})
+            "dropped_records": 0, "message": row["message"]}, _opt_int(row["gap_from"]))
+
+    def consequence(self, consequence: Consequence) -> None:
+        """A ``log_gaps`` row for a record left out under policy ``skip`` because it could not replay after a
+        skipped range (:mod:`jbod_model.gaps`): its offset was read but never replayed."""
+        self.add("log_gaps", {
+            "first_missing_offset": consequence.offset, "last_missing_offset": consequence.offset,
+            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
+            "dropped_records": 1, "message": str(consequence)}, consequence.offset)
 
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
         self.add("replay_faults", {"seq": seq, "offset": offset, "source": source,
-                                   "error": type(fault).__name__, "message": str(fault)})
+                                   "error": type(fault).__name__, "message": str(fault)},
+                 offset if offset is not None else seq)
+
+
+def _rebootstrap_message(gap_from: int, snapshot_end: int, changed: int) -> str:
+    return (f"offsets {gap_from}..{snapshot_end - 1} were deleted from the log before the job read them; "
+            f"re-bootstrapped from the snapshot ending at offset {snapshot_end} ({changed} rows changed)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -335,43 +407,71 @@ MAP_STATES: dict[str, tuple[str, str]] = {
     "brokers": ("broker_id int", "reg string"),
     "topics": ("topic_id string", "name string, ranges string"),
     "topic_names": ("name string", "topic_id string"),
-    "partitions": ("topic_id string, partition_id int", "reg string"),
+    "partitions": ("chunk int", "parts string"),
     "broker_parts": ("broker_id int, bucket int", "keys string"),
     "configs": ("resource_type int, resource_name string", "entries string"),
 }
-_META_SCHEMA = "last_offset long, pending string, controller string, halted string, origin string"
+#: ``buckets``: the cluster's bucket count when the state was written; a run with another count is refused (a
+#: partition's bucket would change under it).
+_META_SCHEMA = "last_offset long, pending string, controller string, halted string, origin string, buckets int"
 
 
 class ClusterReplayProcessor(StatefulProcessor):
-    """``transformWithStateInPandas`` processor: one cluster per grouping key (see the module docstring)."""
+    """``transformWithStateInPandas`` processor: one grouping key per (cluster, replay bucket) — see the module
+    docstring and ``jbod_model.buckets``."""
+
+    def __init__(self, buckets: int = 1) -> None:
+        self._buckets = check_buckets(buckets)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._meta: ValueState = handle.getValueState("meta", _META_SCHEMA)
+        # The last range skipped under policy skip: a later fault may be its consequence (jbod_model.gaps).
+        self._gap: ValueState = handle.getValueState("gap", "last string")
         self._maps = {name: handle.getMapState(name, key, value) for name, (key, value) in MAP_STATES.items()}
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        cluster_id = str(key[0])
+        cluster_id, bucket = str(key[0]), int(key[1])
         frames = list(rows)
         batch = pd.concat(frames, ignore_index=True).sort_values("seq", kind="stable") if frames else None
-        out = replay_batch(cluster_id, batch, self._meta, self._maps)
-        yield pd.DataFrame(out, columns=["cluster_id", "ord", "table", "payload"])
+        sink = replay_bucket(cluster_id, batch, self._meta, self._maps, bucket, self._buckets, self._gap)
+        out = pd.DataFrame(sink.rows, columns=["cluster_id", "ord", "table", "payload"])
+        out["bucket"] = bucket
+        out["at"] = pd.array(sink.at, dtype="Int64")
+        yield out
 
     def close(self) -> None:
         pass
 
 
 def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState,
-                 maps: Mapping[str, MapState]) -> list[tuple[str, int, str, str]]:
-    """Replay one cluster's rows of one micro-batch; store the changed keys; return the output rows."""
+                 maps: Mapping[str, MapState], gap_state: ValueState | None = None) -> list[tuple[str, int, str, str]]:
+    """Replay one cluster's rows of one micro-batch in one bucket; store the changed keys; return the output
+    rows (see :func:`replay_bucket`)."""
+    return replay_bucket(cluster_id, batch, meta_state, maps, gap_state=gap_state).rows
+
+
+def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState, maps: Mapping[str, MapState],
+                  bucket: int = 0, buckets: int = 1, gap_state: ValueState | None = None) -> RowSink:
+    """Replay one cluster bucket's rows of one micro-batch; store the changed keys; return its output. A record
+    that cannot replay after a range the source skipped (a ``gap`` row, policy ``skip``, sent to every bucket;
+    ``gap_state`` keeps the last one across micro-batches) is left out and written to ``log_gaps`` as its
+    consequence, as the CLI's replay does (:mod:`jbod_model.gaps`)."""
     meta = meta_state.get() if meta_state.exists() else None
-    _last_offset, pending_text, controller_text, halted, origin = (meta if meta is not None
-                                                                   else (None, None, None, None, None))
+    _last_offset, pending_text, controller_text, halted, origin, stored_buckets = (
+        meta if meta is not None else (None, None, None, None, None, None))
+    if stored_buckets is not None and int(stored_buckets) != buckets:
+        raise InputError(f"cluster {cluster_id}: its state was written with {stored_buckets} replay buckets, this "
+                         f"run has {buckets}: a partition's bucket would change; replay into new tables from a new "
+                         "checkpoint, or run with the bucket count of the checkpoint")
     records = [] if batch is None else batch.to_dict("records")
     origin = origin or (records[0]["input"] if records else "log")
-    sink = RowSink(cluster_id, origin)
+    snapshot_index = {int(r["offset"]): int(r["snapshot_index"]) for r in records
+                      if r["kind"] == "snapshot" and _opt_int(r.get("snapshot_index")) is not None}
+    # A JSONL input runs in bucket 0 alone (the reference controller reads the whole image): it owns every row.
+    sink = RowSink(cluster_id, origin, bucket, 1 if origin == "jsonl" else buckets, snapshot_index)
     if halted is not None or not records:
-        return sink.rows
+        return sink
     store = StateStore(maps, meta)
     pending = entries_from_text(pending_text) if pending_text else ()
     replayer = IncrementalReplayer(store, pending)
@@ -398,13 +498,19 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
             sink.gap(step, gap_from, snapshot_end)
 
     row: dict[str, Any] = {}
+    stored_gap = gap_state.get() if gap_state is not None and gap_state.exists() else None
+    last_gap: str | None = None if stored_gap is None else stored_gap[0]
+    consequences = GapConsequences(lambda: None if last_gap is None else f"the skipped range ({last_gap})")
+    activation = consequences.activate()
     try:
         for row in records:
             if row["kind"] == "gap":
                 if snapshot:
                     load_snapshot()
                     snapshot = []
-                sink.skipped(row)
+                if bucket == 0:
+                    sink.skipped(row)  # every bucket learns of the gap; bucket 0 writes its row
+                last_gap = str(row["message"])
                 continue
             if row["kind"] == "snapshot":
                 snapshot.append(_log_entry(row))
@@ -434,18 +540,84 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
             load_snapshot()
     except (ReplayFault, InputError) as fault:
         # Quarantine the cluster at the faulting entry: what was replayed before it is kept and stored, nothing
-        # after it is replayed (the pure model stops there too), and the fault is a row of replay_faults.
+        # after it is replayed (the pure model stops there too), and the fault is a row of replay_faults. With
+        # several buckets the other buckets went on: settle_rows stops their output at the fault's offset.
         offset = fault.offset if isinstance(fault, ReplayFault) and fault.offset is not None else \
             _opt_int(row.get("offset"))
         sink.fault(fault, _opt_int(row.get("seq")), offset, row.get("source"))
         halted = str(fault)
+    finally:
+        consequences.deactivate(activation)
+    for consequence in consequences.consequences:
+        sink.consequence(consequence)
+    if gap_state is not None and last_gap is not None:
+        gap_state.update((last_gap,))
     store.write(replayer.writes())
     pending_out = replayer.pending_transaction()
     controller_out = None if controller is None else controller_state_to_text(controller.state,
                                                                                controller.next_offset)
     meta_state.update((replayer.last_offset, entries_to_text(pending_out) if pending_out else None, controller_out,
-                       halted, origin))
-    return sink.rows
+                       halted, origin, buckets))
+    return sink
+
+
+def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict[str, Any]]:
+    """One micro-batch's output rows of every bucket, as the cluster's: what the job writes.
+
+    * A replay fault halts the whole cluster at its offset, as the pure replay stops at the first entry it
+      refuses (``jbod_model.buckets.halted_after``): the earliest fault row is kept (every bucket reports a fault
+      on a record they all replay: one row), and every row of a step at or after it is dropped — the buckets that
+      did not see the faulting entry went on. ``halted`` (cluster → fault offset, from earlier batches' faults;
+      updated here) keeps them stopped in later batches.
+    * The ``log_gaps`` row of a re-bootstrap is counted per bucket: the partial rows are summed into one; the row
+      of a record left out after a skipped range, reported by every bucket that replays the record, is kept once.
+
+    Rows are the operator's (``cluster_id, ord, table, payload, bucket, at``); with one bucket nothing changes.
+    """
+    faults: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
+    for row in rows:
+        if row["table"] == "replay_faults" and row["at"] is not None:
+            faults.setdefault(row["cluster_id"], []).append((int(row["at"]), int(row["bucket"]), row))
+    keep_fault: dict[str, int] = {}
+    for cluster_id, found in faults.items():
+        at, _bucket, first = min(found, key=lambda f: (f[0], f[1]))
+        stop = halted_after([halted.get(cluster_id), at])
+        assert stop is not None
+        halted[cluster_id] = stop
+        if stop == at:
+            keep_fault[cluster_id] = id(first)
+    out: list[dict[str, Any]] = []
+    gaps: dict[tuple[str, int], dict[str, Any]] = {}
+    # A record left out after a skipped range (``jbod_model.gaps``) that every bucket replays is reported by each.
+    left_out: set[tuple[str, str]] = set()
+    for row in rows:
+        cluster_id, at = row["cluster_id"], row["at"]
+        stop = halted.get(cluster_id)
+        if row["table"] == "replay_faults" and keep_fault.get(cluster_id) != id(row):
+            continue
+        if stop is not None and at is not None and at >= stop and keep_fault.get(cluster_id) != id(row):
+            continue
+        if row["table"] == "log_gaps":
+            payload = json.loads(row["payload"])
+            if payload["snapshot_end_offset"] is not None:
+                key = (cluster_id, int(payload["first_missing_offset"]))
+                if key in gaps:
+                    merged = json.loads(gaps[key]["payload"])
+                    merged["changed_rows"] += payload["changed_rows"]
+                    merged["dropped_records"] += payload["dropped_records"]
+                    merged["snapshot_source"] = merged["snapshot_source"] or payload["snapshot_source"]
+                    merged["message"] = _rebootstrap_message(merged["first_missing_offset"],
+                                                             merged["snapshot_end_offset"], merged["changed_rows"])
+                    gaps[key]["payload"] = dumps(merged)
+                    continue
+                gaps[key] = dict(row)
+                out.append(gaps[key])
+                continue
+            if (cluster_id, row["payload"]) in left_out:
+                continue
+            left_out.add((cluster_id, row["payload"]))
+        out.append(row)
+    return out
 
 
 def _log_entry(row: Mapping[str, Any]) -> LogEntry:

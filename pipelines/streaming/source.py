@@ -25,7 +25,9 @@ tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batc
 ``kind = "gap"`` row per skipped range), ``checkpointLocation`` (the
 query's checkpoint: Spark asks a restarted reader for its latest offset before saying where the stream stands, so
 the reader reads the start from the checkpoint's offset log to apply the cap), ``endOffsets`` (JSON offsets the
-stream stops at: ``AvailableNow`` for a source without admission control).
+stream stops at: ``AvailableNow`` for a source without admission control), ``buckets`` (replay buckets per cluster,
+``jbod_model.buckets``: a row's ``bucket`` column says which bucket replays it; a record every bucket replays is
+emitted once per bucket).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any, get_type_hints
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from jbod_model.buckets import check_buckets
 from jbod_model.dumplog import DumpLogReader, ErrorPolicy
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.meta_properties import META_PROPERTIES_NAME, MetaPropertiesError
@@ -50,8 +53,8 @@ from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import ReadPolicy, ReadReport
 from jbod_model.storage.metadata_dir import MetadataLog, MetadataLogDir, read_snapshot_entries
 from jbod_model.storage.tail import TailScan, scan_tail
-from jbod_model.stream import parse_jsonl_line
-from pipelines.streaming.codec import InputRow, entry_to_row
+from jbod_model.stream import read_jsonl
+from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
 
 SOURCE_NAME = "kraft_metadata"
 
@@ -120,9 +123,13 @@ def discover(paths: Sequence[str | Path], *, cluster_id: str | None = None,
             texts.setdefault((named(path, path.stem), "jsonl"), []).append(str(path))
         elif kind is InputKind.DUMP_TEXT:
             texts.setdefault((named(path, path.stem), "dump"), []).append(str(path))
-        else:
-            raise InputError(f"{path}: give the metadata log directory (the one holding {METADATA_PARTITION_DIR}), "
-                             f"canonical JSONL or kafka-dump-log text, not a single {kind.value}")
+        elif depth == 0:
+            # A segment or snapshot named on its own is a log of that one file (MetadataLogDir.of_file); several
+            # of one cluster merge by offset like nodes' copies. Its cluster is the node's, when it sits in one.
+            in_node = path.parent.name == METADATA_PARTITION_DIR
+            cid = explicit.get(str(path.resolve())) or (
+                _cluster_id_of_log(path.parent.parent, cluster_id) if in_node else cluster_id or path.stem)
+            logs.setdefault(cid, []).append(str(path))
 
     for p in paths:
         path = Path(p)
@@ -315,20 +322,27 @@ def _latest_dump(ci: ClusterInput, current: Position, cap: int | None, dumps: Du
 
 
 def read_range(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy = "fail",
-               dumps: DumpCache | None = None) -> Iterator[InputRow]:
-    """The rows of ``ci`` between two positions (``start`` exclusive of what it already covers)."""
+               dumps: DumpCache | None = None, *, final: bool = False, buckets: int = 1) -> Iterator[InputRow]:
+    """The rows of ``ci`` between two positions (``start`` exclusive of what it already covers), each routed to
+    the replay bucket(s) of the cluster that replay it (``InputRow.bucket``; :func:`pipelines.streaming.codec.fan_out`).
+
+    ``final``: the range ends where a bounded run (``endOffsets``, ``jbod run`` without ``--follow``) stops. A
+    followed stream waits for a torn tail — a batch or line still being written — to complete; a run that stops
+    does not, so what it leaves unread there is bad input as every other command reads it: the reader's
+    :class:`DecodeError` under ``fail``, a ``gap`` row naming the file and byte under ``skip``."""
     if ci.kind == "log":
-        yield from _read_log(ci, start, end, policy)
+        yield from _read_log(ci, start, end, policy, final, buckets)
     elif ci.kind == "jsonl":
-        yield from _read_jsonl(ci, start, end)
+        yield from _read_jsonl(ci, start, end, policy, final)
     else:
         cache = dumps or DumpCache()
         for e in cache.cluster_entries(ci, policy):
             if max(start["next"], 0) <= e.offset < end["next"]:
-                yield entry_to_row(ci.cluster_id, "record", e.offset, e, input_kind="dump")
+                yield entry_to_row(ci.cluster_id, "record", e.offset, e, input_kind="dump", buckets=buckets)
 
 
-def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> Iterator[InputRow]:
+def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
+              final: bool = False, buckets: int = 1) -> Iterator[InputRow]:
     log = MetadataLog.open(list(ci.paths))
     first = start["next"]
     from_snapshot = False
@@ -344,7 +358,7 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
         gap_from = first if first >= 0 else None
         for i, snap_entry in enumerate(records):
             yield entry_to_row(ci.cluster_id, "snapshot", base + i, snap_entry, snapshot_end=snapshot.end_offset,
-                               gap_from=gap_from)
+                               gap_from=gap_from, buckets=buckets, snapshot_index=i)
         first = snapshot.end_offset
         from_snapshot = True
     first = max(first, 0)
@@ -365,10 +379,29 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
                 expected == first and not from_snapshot))
         expected = entry.offset + 1
         if isinstance(entry, LogEntry):
-            yield entry_to_row(ci.cluster_id, "record", entry.offset, entry)
+            yield entry_to_row(ci.cluster_id, "record", entry.offset, entry, buckets=buckets)
     if expected < end["next"]:
         yield from _unread(ci, log, report, expected, after if after is not None else end["next"], policy,
                            at_range_start=expected == first and not from_snapshot)
+    if final and after is None:
+        yield from _torn_tails(ci, log, report, end["next"], policy)
+
+
+def _torn_tails(ci: ClusterInput, log: MetadataLog, report: ReadReport, next_offset: int,
+                policy: ReadPolicy) -> Iterator[InputRow]:
+    """The bytes after the last complete batch of a copy's last segment, which a bounded run leaves unread: the
+    reader's own error under ``fail`` (the message ``jbod report`` prints), one ``gap`` row each under ``skip``."""
+    last_segments = {str(c.segments[-1].path) for c in log.copies if c.segments}
+    for region in report.skipped:
+        if (region.source not in last_segments or (region.base_offset is not None and region.base_offset < next_offset)
+                or region.position + region.length != Path(region.source).stat().st_size):
+            continue
+        if policy == "fail":
+            raise DecodeError(region.reason, source=region.source, position=region.position)
+        yield InputRow(ci.cluster_id, "gap", next_offset, next_offset, None, None, None, GAP_ROW_TYPE, 0, None, None,
+                       region.source, gap_from=next_offset,
+                       message=f"{region}: left unread at the end of the run (policy skip; without --follow a batch "
+                               f"still being written is not waited for): offsets from {next_offset} on were not read")
 
 
 def _unread(ci: ClusterInput, log: MetadataLog, report: ReadReport, first: int, until: int, policy: ReadPolicy, *,
@@ -439,7 +472,11 @@ def _where(log: MetadataLog, report: ReadReport, first: int, until: int) -> str:
     return ", ".join(_files(log, report, first, until)) or ", ".join(str(c.partition_dir) for c in log.copies)
 
 
-def _read_jsonl(ci: ClusterInput, start: Position, end: Position) -> Iterator[InputRow]:
+def _read_jsonl(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
+                final: bool = False) -> Iterator[InputRow]:
+    """The entries of the JSONL lines in the range, parsed as every command parses them
+    (:func:`jbod_model.stream.read_jsonl`): a bad line raises its :class:`DecodeError` under ``fail``, and is one
+    ``gap`` row under ``skip`` (it takes the line's ``seq``; a line that does not parse has no offset)."""
     seq = start["seq"]
     for file_index in range(start["file"], min(end["file"], len(ci.paths) - 1) + 1):
         path = ci.paths[file_index]
@@ -448,14 +485,43 @@ def _read_jsonl(ci: ClusterInput, start: Position, end: Position) -> Iterator[In
         is_last = file_index == len(ci.paths) - 1
         data = Path(path).read_bytes()
         line_number = data[:begin].count(b"\n")
-        for _end, line in _jsonl_lines(path, begin, is_last, stop):
+        line_start = begin
+        for line_end, line in _jsonl_lines(path, begin, is_last, stop):
             line_number += 1
-            entry = parse_jsonl_line(line.decode("utf-8"), line_number, path)
-            if entry is None:
-                continue
-            yield entry_to_row(ci.cluster_id, "request" if not isinstance(entry, LogEntry) else "record", seq, entry,
-                               input_kind="jsonl")
-            seq += 1
+            report = ReadReport()
+            entries = list(read_jsonl([line], path, policy=policy, report=report, first_line=line_number,
+                                      first_position=line_start))
+            line_start = line_end
+            if report.skipped:
+                [skipped] = report.skipped
+                yield InputRow(ci.cluster_id, "gap", seq, None, None, None, None, GAP_ROW_TYPE, 0, None, None, path,
+                               input="jsonl", message=f"{skipped} (policy skip): the replayed state after it may "
+                                                      "differ from Kafka's")
+                seq += 1
+            for entry in entries:
+                yield entry_to_row(ci.cluster_id, "request" if not isinstance(entry, LogEntry) else "record", seq,
+                                   entry, input_kind="jsonl")
+                seq += 1
+        tail = data[stop:] if final and is_last and stop is not None else b""
+        if tail.strip() and b"\n" not in tail:
+            # An unterminated last line that does not parse (a followed stream waits for its end): read it as
+            # every command reads it, so it fails or is skipped with their message.
+            assert stop is not None
+            yield from _read_jsonl_tail(ci, path, data, stop, seq, policy)
+
+
+def _read_jsonl_tail(ci: ClusterInput, path: str, data: bytes, stop: int, seq: int,
+                     policy: ReadPolicy) -> Iterator[InputRow]:
+    report = ReadReport()
+    line_number = data[:stop].count(b"\n") + 1
+    # A tail that parses now was completed since the run began: the next run reads it.
+    for _entry in read_jsonl([data[stop:]], path, policy=policy, report=report, first_line=line_number,
+                             first_position=stop):
+        return
+    for skipped in report.skipped:
+        yield InputRow(ci.cluster_id, "gap", seq, None, None, None, None, GAP_ROW_TYPE, 0, None, None, path,
+                       input="jsonl", message=f"{skipped}: left unread at the end of the run (policy skip; without "
+                                              "--follow a line still being written is not waited for)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -477,9 +543,11 @@ def input_schema() -> StructType:
 
 def source_options(paths: Sequence[str | Path], *, cluster_id: str | None = None,
                    cluster_ids: dict[str, str] | None = None, max_entries_per_batch: int | None = None,
-                   policy: ReadPolicy = "fail", checkpoint: str | Path | None = None) -> dict[str, str]:
+                   policy: ReadPolicy = "fail", checkpoint: str | Path | None = None,
+                   buckets: int = 1) -> dict[str, str]:
     """The options of ``spark.readStream.format("kraft_metadata")`` for these inputs."""
-    opts = {"paths": json.dumps([str(Path(p).resolve()) for p in paths]), "policy": policy}
+    opts = {"paths": json.dumps([str(Path(p).resolve()) for p in paths]), "policy": policy,
+            "buckets": str(check_buckets(buckets))}
     if checkpoint is not None:
         opts["checkpointLocation"] = str(checkpoint)
     if cluster_id is not None:
@@ -511,6 +579,8 @@ class SourceConfig:
     checkpoint: str | None = None
     #: Offsets the stream never reads past (``Trigger.AvailableNow`` semantics: what was there when the run began).
     end: Offsets | None = None
+    #: Replay buckets per cluster (``jbod_model.buckets``): each row goes to the bucket(s) that replay it.
+    buckets: int = 1
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -527,11 +597,21 @@ class SourceConfig:
         if max_entries is not None and max_entries < 1:
             raise InputError("maxEntriesPerBatch must be at least 1")
         end = json.loads(opts["endoffsets"]) if opts.get("endoffsets") else None
+        buckets = check_buckets(int(opts.get("buckets", "1")))
         return cls(tuple(paths), opts.get("clusterid"), json.loads(opts.get("clusterids", "{}")),
-                   max_entries, "fail" if policy == "fail" else "skip", opts.get("checkpointlocation"), end)
+                   max_entries, "fail" if policy == "fail" else "skip", opts.get("checkpointlocation"), end,
+                   buckets)
 
     def discover(self) -> list[ClusterInput]:
         return discover(self.paths, cluster_id=self.cluster_id, cluster_ids=self.cluster_ids)
+
+    def reaches_end(self, cluster_id: str, position: Position) -> bool:
+        """Whether a range ending at ``position`` ends where a bounded run stops (``endOffsets``)."""
+        if self.end is None or cluster_id not in self.end:
+            return False
+        stop = self.end[cluster_id]
+        key = ("file", "pos") if "file" in stop else ("next",)
+        return tuple(position[k] for k in key) >= tuple(stop[k] for k in key)
 
 
 class SourcePlanner:
@@ -632,9 +712,11 @@ def _later(a: Position | None, b: Position) -> Position:
 class _Partition(InputPartition):
     """One cluster's range of one micro-batch."""
 
-    def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy) -> None:
+    def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
+                 final: bool = False, buckets: int = 1) -> None:
         super().__init__((ci.cluster_id, start, end))
-        self.ci, self.start, self.end, self.policy = ci, start, end, policy
+        self.ci, self.start, self.end, self.policy, self.final = ci, start, end, policy, final
+        self.buckets = buckets
 
 
 class _StreamReader(DataSourceStreamReader):
@@ -650,12 +732,16 @@ class _StreamReader(DataSourceStreamReader):
         return self.planner.latest()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        return [_Partition(ci, s, e, self.planner.config.policy) for ci, s, e in self.planner.plan(start, end)]
+        config = self.planner.config
+        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e), config.buckets)
+                for ci, s, e in self.planner.plan(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
-        for row in read_range(partition.ci, partition.start, partition.end, partition.policy):
-            yield row.as_tuple()
+        for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
+                              final=partition.final, buckets=partition.buckets):
+            for routed in fan_out(row, partition.buckets):
+                yield routed.as_tuple()
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.seen(end)

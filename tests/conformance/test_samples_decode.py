@@ -16,15 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from samples_support import COUNTS_FILE, SAMPLE_FILES, sample_path
+from samples_support import SAMPLES_DIR as SAMPLES
 
 from jbod_model.records.binary import UnknownRecordWarning, encode_record
 from jbod_model.records.control import OpaqueControlRecord, control_type_name, encode_control_record
 from jbod_model.records.metadata import OpaqueRecord
 from jbod_model.storage.log_reader import ReadReport, iter_batches, read_log_entries
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = REPO_ROOT / ".." / "shared" / "kraft-metadata-samples"
-COUNTS_FILE = SAMPLES / "RECORD_COUNTS.txt"
 
 pytestmark = pytest.mark.samples
 
@@ -55,16 +53,15 @@ def parse_record_counts(text: str) -> list[Expected]:
 
 
 EXPECTED = parse_record_counts(COUNTS_FILE.read_text()) if COUNTS_FILE.is_file() else []
-PARAMS = ([pytest.param(e, id=e.path) for e in EXPECTED] if EXPECTED else
-          [pytest.param(None, marks=pytest.mark.skip(reason=f"real Kafka samples not found at {SAMPLES} "
-                                                            "(expected ../shared beside the repo)"))])
+#: One case per listed sample file, whether or not the samples are here (absent ones skip, naming the path).
+PARAMS = [pytest.param(relative, id=relative) for relative in SAMPLE_FILES]
 
 
-def _path(expected: Expected | None) -> tuple[Expected, Path]:
-    assert expected is not None
-    path = SAMPLES / expected.path
-    if not path.is_file():
-        pytest.skip(f"{expected.path} is listed in RECORD_COUNTS.txt but missing")
+def _path(relative: str) -> tuple[Expected, Path]:
+    path = sample_path(relative)
+    expected = {e.path: e for e in EXPECTED}.get(relative)
+    if expected is None:
+        pytest.fail(f"{relative} is not listed in {COUNTS_FILE}")
     return expected, path
 
 
@@ -74,7 +71,7 @@ def test_record_counts_parser() -> None:
 
 
 @pytest.mark.parametrize("expected", PARAMS)
-def test_sample_is_the_listed_file(expected: Expected | None) -> None:
+def test_sample_is_the_listed_file(expected: str) -> None:
     exp, path = _path(expected)
     data = path.read_bytes()
     assert len(data) == exp.size
@@ -82,7 +79,7 @@ def test_sample_is_the_listed_file(expected: Expected | None) -> None:
 
 
 @pytest.mark.parametrize("expected", PARAMS)
-def test_sample_decodes_with_the_listed_counts(expected: Expected | None) -> None:
+def test_sample_decodes_with_the_listed_counts(expected: str) -> None:
     exp, path = _path(expected)
     counts: collections.Counter[str] = collections.Counter()
     batches = crc_failures = 0
@@ -105,7 +102,7 @@ def test_sample_decodes_with_the_listed_counts(expected: Expected | None) -> Non
 
 
 @pytest.mark.parametrize("expected", PARAMS)
-def test_every_record_value_round_trips_byte_for_byte(expected: Expected | None) -> None:
+def test_every_record_value_round_trips_byte_for_byte(expected: str) -> None:
     _exp, path = _path(expected)
     checked = 0
     for batch in iter_batches(path):
@@ -123,7 +120,7 @@ def test_every_record_value_round_trips_byte_for_byte(expected: Expected | None)
 
 
 @pytest.mark.parametrize("expected", PARAMS)
-def test_fast_entry_path_agrees_with_batches(expected: Expected | None) -> None:
+def test_fast_entry_path_agrees_with_batches(expected: str) -> None:
     exp, path = _path(expected)
     report = ReadReport()
     fast = list(read_log_entries(path, report=report))
@@ -136,7 +133,7 @@ def test_fast_entry_path_agrees_with_batches(expected: Expected | None) -> None:
 
 def test_every_sample_file_is_listed() -> None:
     if not EXPECTED:
-        pytest.skip(f"real Kafka samples not found at {SAMPLES}")
+        pytest.skip(f"real Kafka samples not found at {SAMPLES} (expected ../shared beside the repo)")
     on_disk = {str(p.relative_to(SAMPLES)) for p in SAMPLES.rglob("*")
                if p.suffix in (".log", ".checkpoint") and p.is_file()}
-    assert on_disk == {e.path for e in EXPECTED}
+    assert on_disk == {e.path for e in EXPECTED} == set(SAMPLE_FILES)

@@ -11,14 +11,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from samples_support import SAMPLE_FILES, sample_path
+from samples_support import SAMPLES_DIR as SAMPLES
 
+from jbod_model import replay
 from jbod_model.records.entry import LogEntry
 from jbod_model.storage.metadata_dir import MetadataLog, read_snapshot_entries
-
-replay = pytest.importorskip("jbod_model.replay", reason="jbod_model.replay is not available yet")
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = REPO_ROOT / ".." / "shared" / "kraft-metadata-samples"
 
 pytestmark = pytest.mark.samples
 
@@ -38,11 +36,14 @@ def _open(cluster: str) -> MetadataLog:
 
 
 def _snapshot_params() -> list[object]:
+    """One case per listed snapshot of each cluster's copies (listed, so they are collected without the samples)."""
     params: list[object] = []
     for cluster, dirs in CLUSTERS.items():
-        found = sorted(p for d in dirs for p in (SAMPLES / d).glob("__cluster_metadata-0/*.checkpoint"))
-        params += [pytest.param(cluster, p, id=f"{cluster}:{p.parent.parent.name}/{p.name}") for p in found]
-    return params or [pytest.param(None, None, marks=pytest.mark.skip(reason=f"no samples at {SAMPLES}"))]
+        found = sorted(f for d in dirs for f in SAMPLE_FILES
+                       if f.startswith(f"{d}/__cluster_metadata-0/") and f.endswith(".checkpoint"))
+        params += [pytest.param(cluster, f, id=f"{cluster}:{Path(f).parent.parent.name}/{Path(f).name}")
+                   for f in found]
+    return params
 
 
 def _non_empty(entries: Iterable[LogEntry]) -> list[LogEntry]:
@@ -51,8 +52,9 @@ def _non_empty(entries: Iterable[LogEntry]) -> list[LogEntry]:
     return out
 
 
-@pytest.mark.parametrize(("cluster", "snapshot"), _snapshot_params())
-def test_snapshot_equals_the_replayed_log_prefix(cluster: str, snapshot: Path) -> None:
+@pytest.mark.parametrize(("cluster", "relative"), _snapshot_params())
+def test_snapshot_equals_the_replayed_log_prefix(cluster: str, relative: str) -> None:
+    snapshot = sample_path(relative)
     log = _open(cluster)
     end_offset = int(snapshot.name[:20])
     from_log = replay.replay_entries(_non_empty(log.read(from_snapshot=False, until_offset=end_offset)))

@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 from jbod_model.directory_id import MIGRATING, UNASSIGNED
 from jbod_model.errors import ReplayFault
 from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
+from jbod_model.image_json import image_json_text, image_to_json
 from jbod_model.invariants import InvariantTracker, check_image, check_step
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import record_from_json, record_to_json
+from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
 from jbod_model.records.metadata import (
     NO_LEADER,
     BeginTransactionRecord,
@@ -49,6 +50,7 @@ from jbod_model.records.metadata import (
     UnregisterBrokerRecord,
 )
 from jbod_model.replay import MetadataDelta, Replayer, replay_entries, replay_records
+from jbod_model.replicas import replica_view
 from jbod_model.uuid import Uuid
 
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -621,3 +623,42 @@ def test_a_mutated_stream_faults_at_the_mutant(data: st.DataObject) -> None:
     with pytest.raises(ReplayFault) as batched:
         delta.replay(mutant, at)
     assert batched.value.offset == at
+
+
+def _image_json_by_replica_view(image: MetadataImage) -> dict[str, Any]:
+    """The image JSON contract computed the plain way: every row built from the replica view, then sorted whole."""
+    replicas = sorted(
+        ({"topicId": str(r.topic_id), "partitionId": r.partition_id, "brokerId": r.broker_id,
+          "directory": str(r.directory), "directoryState": r.directory_state.value, "offline": r.offline,
+          "offlineReason": r.offline_reason.value if r.offline_reason else None}
+         for r in replica_view(image)),
+        key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
+    partitions = sorted(
+        ({"topicId": str(t.id), "partitionId": pid, "replicas": list(p.replicas), "isr": list(p.isr),
+          "leader": p.leader, "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
+          "directories": [str(d) for d in p.directories], "addingReplicas": list(p.adding_replicas),
+          "removingReplicas": list(p.removing_replicas), "eligibleLeaderReplicas": list(p.elr),
+          "lastKnownElr": list(p.last_known_elr)}
+         for t, pid, p in image.topics.partitions()),
+        key=lambda p: (p["topicId"], p["partitionId"]))
+    topics = sorted(({"topicId": str(t.id), "name": t.name} for t in image.topics.by_id.values()),
+                    key=lambda t: t["topicId"])
+    return {"topics": topics, "partitions": partitions, "replicas": replicas}
+
+
+@SETTINGS
+@given(stream=valid_streams())
+def test_image_json_equals_the_replica_view_sorted_whole(stream: Stream) -> None:
+    """image_to_json emits rows in contract order without a global sort; it must equal the plain derivation."""
+    image = EMPTY_IMAGE
+    for batch in stream.batches:
+        image = replay_records(batch, image)
+        doc = image_to_json(image)
+        assert {k: doc[k] for k in ("topics", "partitions", "replicas")} == _image_json_by_replica_view(image)
+        assert image_json_text(doc) == dumps(doc)
+
+
+def test_image_json_text_is_dumps_for_what_orjson_cannot_write_alike() -> None:
+    doc = {"name": "tópic\u2028/<>", "big": 2**70, "none": None, "flag": True, "ids": [1, -1]}
+    assert image_json_text(doc) == dumps(doc)
+    assert image_json_text({"name": "tópic"}) == dumps({"name": "tópic"})

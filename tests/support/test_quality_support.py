@@ -18,19 +18,19 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_to_json
 from jbod_model.records.metadata import BrokerEndpoint, NoOpRecord, PartitionRecord, Record, RegisterBrokerRecord
 from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner, load_jsonl
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import DeltaRsWriter, as_of_image
 from pipelines.streaming.codec import entry_to_row
 from pipelines.streaming.processor import MAP_STATES, replay_batch
-from pipelines.synthetic import SyntheticSpec, generate
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "pipelines" / "examples" / "demo-disk-failure.jsonl"
 DEMO_CLUSTER = "demo-disk-failure"
 #: A small synthetic JBOD cluster with timestamps: brokers with two disks, ISR changes, a directory failure,
 #: reassignments between directories, a transaction, topic re-creation.
-SYNTHETIC = SyntheticSpec(brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=2, replication_factor=2,
+SYNTHETIC = ChurnSpec(brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=2, replication_factor=2,
                           operations=40, noop_share=0.2, seed=11)
 
 
@@ -114,7 +114,7 @@ def demo_lakehouse(tables: Path) -> Path:
 
 
 def synthetic_lakehouse(tables: Path, cluster_id: str = "synthetic") -> Path:
-    return write_lakehouse(tables, cluster_id, generate(SYNTHETIC), batch_size=17)
+    return write_lakehouse(tables, cluster_id, churn_log(SYNTHETIC), batch_size=17)
 
 
 #: The demo's clock for the metadata-log versions of it: one second per offset from here.
@@ -194,7 +194,7 @@ def record_row(cluster_id: str, offset: int, record: Record, *, batch_base_offse
 
 
 def test_the_helper_writes_the_model_image(tmp_path: Path) -> None:
-    entries = generate(SYNTHETIC)
+    entries = churn_log(SYNTHETIC)
     synthetic_lakehouse(tmp_path)
     want = image_to_json(replay_entries([e for e in entries if isinstance(e, LogEntry)]))
     got = as_of_image(tmp_path, "synthetic")

@@ -11,7 +11,7 @@ import pytest
 
 from jbod_model.controller import ControllerConfig
 from jbod_model.controller.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
-from jbod_model.errors import InputError
+from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps
 from jbod_model.records.metadata import FeatureLevelRecord, NoOpRecord, PartitionChangeRecord
@@ -77,8 +77,8 @@ def test_optional_record_keys_and_round_trip() -> None:
     ('{"type":"BROKER_HEARTBEAT_REQUEST","data":{"brokerId":1}}', "line 4"),
     ('{"type":"BROKER_HEARTBEAT_REQUEST","version":"1","data":{}}', "line 4: 'version' must be an integer"),
 ])
-def test_bad_lines_raise_input_error_naming_the_line(line: str, fragment: str) -> None:
-    with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace("[", r"\[")):
+def test_bad_lines_raise_decode_error_naming_the_line(line: str, fragment: str) -> None:
+    with pytest.raises(DecodeError, match=fragment.replace("(", r"\(").replace("[", r"\[")):
         list(read_jsonl(["", FEATURE_LINE, "", line]))
 
 

@@ -106,7 +106,7 @@ def test_exit_codes_name_the_problem(tmp_path: Path) -> None:
     bad_json = tmp_path / "bad.jsonl"
     bad_json.write_text('{"offset": 0, "type": "NOT_A_RECORD", "version": 0, "data": {}}\n')
     result = runner.invoke(app, ["image", str(bad_json)])
-    assert result.exit_code == EXIT_INPUT and "bad.jsonl:1:" in result.stderr
+    assert result.exit_code == EXIT_DECODE and "bad.jsonl, line 1: " in result.stderr  # undecodable text
 
     seg = tmp_path / "00000000000000000000.log"
     write_segment_entries(seg, [LogEntry(offset=0, record=FeatureLevelRecord(name="metadata.version",

@@ -78,6 +78,33 @@ def test_a_generated_cluster(tmp_path: Path) -> None:
     assert len(list(out.glob("broker-*/*/meta.properties"))) == 4 * 3
 
 
+def test_a_generated_cluster_with_the_churn_workload(tmp_path: Path) -> None:
+    """--workload churn: the log (after the LEADER_CHANGE batch at offset 0), its snapshot, records.jsonl and the
+    request stream all give the same image; restarts replaced or removed disks, so directories.json lists them."""
+    out = tmp_path / "churn"
+    code, text = invoke("--brokers", "5", "--dirs", "3", "--partitions", "41", "--topics", "4", "--workload", "churn",
+                        "--operations", "400", "--restart-weight", "2", "--reassign-weight", "2", "--seed", "3",
+                        "--segment-bytes", "4096", "--out", str(out), "--json")
+    assert code == 0, text
+    doc = json.loads(text)
+    assert len(doc["segments"]) > 1 and doc["requests"] > 0
+    log = MetadataLog.open(out / "metadata")
+    entries = list(log.read(from_snapshot=False))
+    assert entries[0].offset == 1
+    image = replay_entries(entries)
+    assert image.same_state(replay_entries(log.read(from_snapshot=True)))
+    assert image.same_state(replay_entries(load_jsonl(out / "records.jsonl")))
+    _events, streamed = run_stream(load_jsonl(out / "stream.jsonl"))
+    assert streamed.same_state(image)
+    assert sum(len(t.partitions) for t in image.topics.by_id.values()) == 41
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"]["PARTITION_CHANGE_RECORD"] > 100 and summary["records"]["NO_OP_RECORD"] > 50
+    statuses = {d["status"] for d in json.loads((out / "directories.json").read_text())}
+    assert {"ONLINE", "REPLACED"} <= statuses, statuses
+    assert len(list(out.glob("broker-*/*/meta.properties"))) == sum(
+        1 for d in json.loads((out / "directories.json").read_text()) if d["status"] in ("ONLINE", "FAILED"))
+
+
 def test_a_random_schedule(tmp_path: Path) -> None:
     code, text = invoke("--random", "8", "--seed", "5", "--out", str(tmp_path / "random"), "--json")
     assert code == 0, text

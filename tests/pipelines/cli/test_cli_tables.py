@@ -12,16 +12,17 @@ from typer.testing import CliRunner
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_metadata_dir
 from pipelines.cli import app
 from pipelines.cli.shared import EXIT_INPUT
 from pipelines.streaming.job import run_job
-from pipelines.synthetic import SyntheticSpec, generate, write_metadata_dir
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def test_image_from_tables_equals_the_model(spark: SparkSession, tmp_path: Path) -> None:
-    entries: list[LogEntry] = generate(SyntheticSpec(seed=3, operations=30))
+    entries: list[LogEntry] = churn_log(ChurnSpec(seed=3, operations=30))
     root = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="c1")
     tables = tmp_path / "tables"
     run_job([root], tables, spark=spark, max_entries_per_batch=10)

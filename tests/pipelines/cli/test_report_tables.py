@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 import pipelines.streaming.job
 from jbod_model.meta_properties import read_file as read_meta_properties
 from jbod_model.records.entry import LogEntry
-from jbod_model.simulator.output import write_result
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir, write_result
 from jbod_model.simulator.scenarios import run_scenario
 from jbod_model.storage.files import parse_segment_name
 from jbod_model.stream import StreamRunner, load_jsonl
@@ -33,7 +34,6 @@ from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import replica_assignments_with_paths
 from pipelines.streaming.job import DEMO_INPUT, RunSummary, run_job
-from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
 
 runner = CliRunner(env={"COLUMNS": "200"})
 DEMO_DIRS = [str(p) for p in sorted(DEMO_LOG_DIRS.iterdir())]
@@ -66,7 +66,7 @@ def _demo_log(path: Path) -> Path:
 
 def _truncated_log(root: Path) -> Path:
     """A synthetic log with a snapshot at offset ``SNAPSHOT_END`` whose segments before it were deleted."""
-    entries = [e for e in generate(SyntheticSpec(seed=5, operations=60)) if isinstance(e, LogEntry)]
+    entries = [e for e in churn_log(ChurnSpec(seed=5, operations=60)) if isinstance(e, LogEntry)]
     write_metadata_dir(root, entries, cluster_id=TRUNCATED, records_per_segment=8, snapshot_at=SNAPSHOT_END)
     segments = sorted((root / "__cluster_metadata-0").glob("*.log"))
     bases = [parse_segment_name(p.name) for p in segments]

@@ -12,19 +12,20 @@ from pyspark.sql import SparkSession
 from spark_support import assert_tables_match_model, snapshot_tables, step_offsets
 from typer.testing import CliRunner
 
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.cli import app
 from pipelines.lakehouse.maintenance import discover_tables
 from pipelines.lakehouse.tables import as_of_image, table_schemas
 from pipelines.streaming.job import query_id, run_job
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
 
 @pytest.mark.slow
 def test_maintenance_between_runs_keeps_the_tables_exactly_once(spark: SparkSession, tmp_path: Path) -> None:
-    entries = generate(SyntheticSpec(seed=5, operations=40))
+    entries = churn_log(ChurnSpec(seed=5, operations=40))
     half = len(entries) // 2
     while entries[half].batch_base_offset == entries[half - 1].batch_base_offset:
         half += 1  # cut between record batches, as a segment grows

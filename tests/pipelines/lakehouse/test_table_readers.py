@@ -21,6 +21,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, TopicRecord
 from jbod_model.replay import replay_entries
 from jbod_model.report import DirLocation, build_report
+from jbod_model.simulator.churn import churn_log
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import (
@@ -38,7 +39,6 @@ from pipelines.lakehouse.tables import (
 )
 from pipelines.report.load import load_from_records
 from pipelines.report.render import report_to_json
-from pipelines.synthetic import generate
 
 CLUSTER = "JbodDemoCluster0000001"
 DEMO_DIRS = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "demo-log-dirs"
@@ -47,7 +47,7 @@ DEMO_DIRS = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "de
 def _log_with_an_aborted_transaction() -> list[LogEntry]:
     """The synthetic log (a committed transaction among its records, batch times) and then a transaction that
     creates a topic and is aborted, each record a batch of its own."""
-    log = [e for e in generate(SYNTHETIC) if isinstance(e, LogEntry)]
+    log = [e for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
     last = log[-1]
     records = [BeginTransactionRecord(name="t"), TopicRecord(name="never", topic_id=Uuid(7, 7)),
                AbortTransactionRecord(reason="test")]
@@ -98,7 +98,7 @@ def test_as_of_an_offset_inside_a_transaction_leaves_it_pending(tmp_path: Path) 
 
 
 def test_a_log_starting_at_a_snapshot_is_read_from_it(tmp_path: Path) -> None:
-    log = [e for e in generate(SYNTHETIC) if isinstance(e, LogEntry)]
+    log = [e for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
     end = log[len(log) // 2].offset
     before, after = [e for e in log if e.offset < end], [e for e in log if e.offset >= end]
     write_lakehouse(tmp_path, "s", after, snapshot=(replay_entries(before).to_records(), end))
@@ -219,7 +219,7 @@ def test_replica_assignments_joined_with_the_inventory(tmp_path: Path) -> None:
 
 def test_times_survive_the_round_trip_to_microseconds(tmp_path: Path) -> None:
     log = [dataclasses.replace(e, timestamp=1_700_000_000_000 + 7 * e.offset)
-           for e in generate(SYNTHETIC) if isinstance(e, LogEntry)]
+           for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
     write_lakehouse(tmp_path, "c", log)
     stamps = read_table(tmp_path, "records", columns=["offset", "timestamp"]).to_pylist()
     assert {r["timestamp"].timestamp() for r in stamps if r["offset"] == 0} == {1_700_000_000.0}

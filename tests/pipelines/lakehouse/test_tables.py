@@ -9,15 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jbod_model.replay import replay_records
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from pipelines.lakehouse.tables import plan_batch, table_schemas
 from pipelines.streaming.codec import broker_from_text, broker_to_text, partition_from_text, partition_to_text
-from pipelines.synthetic import SyntheticSpec, generate
 
 
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_registrations_round_trip_through_their_state_form(seed: int) -> None:
-    image = replay_records([e.record for e in generate(SyntheticSpec(seed=seed, operations=30))])
+    image = replay_records([e.record for e in churn_log(ChurnSpec(seed=seed, operations=30))])
     for reg in image.cluster.brokers.values():
         assert broker_from_text(broker_to_text(reg)) == reg
     for _topic, _pid, part in image.topics.partitions():

@@ -24,14 +24,13 @@ from test_quality_support import (
 )
 from typer.testing import CliRunner
 
-from jbod_model.simulator.output import write_result
+from jbod_model.simulator.output import write_metadata_dir, write_result
 from jbod_model.simulator.scenarios import SCENARIOS
 from pipelines.cli.check import register
 from pipelines.config.profiles import QualitySettings
 from pipelines.lakehouse.tables import read_table
 from pipelines.quality import ExternalInputs, GxRunner, TableSet, check_cluster, run_checks
 from pipelines.streaming.job import run_job
-from pipelines.synthetic import write_metadata_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = REPO_ROOT.parent / "shared" / "kraft-metadata-samples"

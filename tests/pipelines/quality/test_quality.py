@@ -54,6 +54,7 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.replay import MetadataDelta, replay_entries, replay_records
 from jbod_model.replicas import partition_replicas
+from jbod_model.simulator.churn import churn_log
 from jbod_model.uuid import Uuid
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
 from pipelines.quality import (
@@ -66,7 +67,6 @@ from pipelines.quality import (
     check_cluster,
     checks_for,
 )
-from pipelines.synthetic import generate
 
 ORDERS = "KfaKMz6vRniukx00uvRwwA"
 PAYMENTS = "jVaGuYd1RguOT2X2Imx41g"
@@ -573,7 +573,7 @@ def test_i22_several_log_dirs_below_3_7_iv2(runner: GxRunner, demo: Path, tmp_pa
 def _bare_fence() -> list[LogEntry]:
     """The synthetic cluster, then the broker leading most partitions fenced by a lone BrokerRegistrationChangeRecord:
     without the leadership moves ``handleBrokerFenced`` writes before it, so it keeps leading while fenced."""
-    log = generate(SYNTHETIC)
+    log = churn_log(SYNTHETIC)
     image = replay_entries(log)
     leaders = Counter(p.leader for _, _, p in image.topics.partitions() if p.leader >= 0)
     broker = min(leaders, key=lambda b: (-leaders[b], b))
@@ -620,7 +620,7 @@ def test_the_synthetic_cluster_passes_every_suite(runner: GxRunner, tmp_path: Pa
     results = check_cluster(TableSet("synthetic", tmp_path), runner)
     assert failed(results) == set()
     assert result(results, "I14.leader_acceptable").element_count == len(list(
-        replay_entries(generate(SYNTHETIC)).topics.partitions()))
+        replay_entries(churn_log(SYNTHETIC)).topics.partitions()))
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -16,12 +16,13 @@ from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
 from jbod_model.replay import Replayer, replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import as_of_image, clusters, offline_intervals, read_table
 from pipelines.streaming.job import run_job
 from pipelines.streaming.source import discover
-from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = REPO_ROOT.parent / "shared" / "kraft-metadata-samples"
@@ -29,10 +30,10 @@ DEMO = REPO_ROOT / "pipelines" / "examples" / "demo-disk-failure.jsonl"
 
 #: A 31-entry cluster: two brokers with two disks each, topics, ISR changes, a transaction written as two batches,
 #: a disk failure, fencing, a topic deletion and re-creation.
-SMALL = SyntheticSpec(brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2, replication_factor=2,
+SMALL = ChurnSpec(brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2, replication_factor=2,
                       operations=14, noop_share=0.1, seed=116)
 #: 128 entries on three brokers, NoOps included.
-MEDIUM = SyntheticSpec(seed=1, operations=60)
+MEDIUM = ChurnSpec(seed=1, operations=60)
 
 
 def _run(spark: SparkSession, inputs: list[Path], tmp: Path, size: int | None, **kw: object) -> Path:
@@ -45,7 +46,7 @@ def _run(spark: SparkSession, inputs: list[Path], tmp: Path, size: int | None, *
 
 @pytest.mark.parametrize("size", [None, 25])
 def test_generated_metadata_dir(spark: SparkSession, tmp_path: Path, size: int | None) -> None:
-    entries = generate(MEDIUM)
+    entries = churn_log(MEDIUM)
     root = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="medium", records_per_segment=50)
     tables = _run(spark, [root], tmp_path, size)
     assert clusters(tables) == ["medium"]
@@ -58,7 +59,7 @@ def test_generated_metadata_dir(spark: SparkSession, tmp_path: Path, size: int |
 
 @pytest.mark.slow
 def test_one_entry_per_micro_batch(spark: SparkSession, tmp_path: Path) -> None:
-    entries = generate(SMALL)
+    entries = churn_log(SMALL)
     root = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="small", records_per_segment=10)
     tables = _run(spark, [root], tmp_path, 1)
     assert_tables_match_model(tables, [root], "small", step_offsets(entries))
@@ -66,9 +67,9 @@ def test_one_entry_per_micro_batch(spark: SparkSession, tmp_path: Path) -> None:
 
 def test_jsonl_records_and_dump_text(spark: SparkSession, tmp_path: Path) -> None:
     """Two clusters in one job: one as canonical JSONL, one as kafka-dump-log text of its segment."""
-    small = generate(SMALL)
+    small = churn_log(SMALL)
     jsonl = write_jsonl_file(tmp_path / "in" / "jsonl-cluster.jsonl", small)
-    medium = generate(MEDIUM)
+    medium = churn_log(MEDIUM)
     node = write_metadata_dir(tmp_path / "seg", medium, cluster_id="x")
     segment = next((node / "__cluster_metadata-0").glob("*.log"))
     dump = tmp_path / "in" / "dump-cluster.txt"
@@ -125,7 +126,7 @@ def test_real_sample_in_capped_micro_batches(spark: SparkSession, tmp_path: Path
 def test_a_truncated_log_starts_from_its_snapshot(spark: SparkSession, tmp_path: Path) -> None:
     """Kafka deleted the segments a snapshot covers: the stream starts with the snapshot's records (one step at the
     offset the snapshot stands for), then the log after it."""
-    entries = generate(MEDIUM)
+    entries = churn_log(MEDIUM)
     probe = write_metadata_dir(tmp_path / "probe", entries, cluster_id="x", records_per_segment=40)
     cut = sorted(int(s.stem) for s in (probe / "__cluster_metadata-0").glob("*.log"))[1]
     node = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="truncated", records_per_segment=40,
@@ -143,8 +144,8 @@ def test_a_truncated_log_starts_from_its_snapshot(spark: SparkSession, tmp_path:
 def test_a_replay_fault_halts_only_its_cluster(spark: SparkSession, tmp_path: Path) -> None:
     """A record the model refuses stops its cluster at the entry before it, names it in replay_faults, and leaves
     the other clusters of the job alone."""
-    good = generate(SMALL)
-    bad = list(generate(MEDIUM))
+    good = churn_log(SMALL)
+    bad = list(churn_log(MEDIUM))
     replayer = Replayer()
     fault_at = None
     for e in bad:

@@ -12,15 +12,16 @@ from pyspark.sql import SparkSession
 from spark_support import assert_tables_match_model, step_offsets
 
 from jbod_model.errors import InputError
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.lakehouse.tables import last_offset
 from pipelines.streaming.job import RunSummary, run_job
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
 
 
 @pytest.mark.slow
 def test_follow_picks_up_appended_records(spark: SparkSession, tmp_path: Path) -> None:
-    entries = generate(SyntheticSpec(seed=21, operations=40))
+    entries = churn_log(ChurnSpec(seed=21, operations=40))
     half = next(i for i, e in enumerate(entries) if i >= len(entries) // 2 and e.batch_base_offset == e.offset)
     node = write_metadata_dir(tmp_path / "in" / "node-1", entries[:half], cluster_id="live")
     tables = tmp_path / "tables"

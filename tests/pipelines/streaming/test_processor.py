@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from test_quality_support import FakeMapState, FakeValueState
 
+from jbod_model.errors import JbodError
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, PartitionChangeRecord
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from pipelines.lakehouse.tables import plan_batch
-from pipelines.streaming.codec import InputRow, entry_to_row
-from pipelines.streaming.processor import MAP_STATES, replay_batch
-from pipelines.synthetic import SyntheticSpec, generate
+from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
+from pipelines.streaming.job import check_state_layout
+from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_rows
 
 
 def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
@@ -42,7 +45,7 @@ def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[
 
 @pytest.mark.parametrize("size", [1, 5, 1000])
 def test_batches_through_the_operator_give_the_model(size: int) -> None:
-    entries = generate(SyntheticSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
+    entries = churn_log(ChurnSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
                                      replication_factor=2, operations=14, noop_share=0.1))
     maps = {name: FakeMapState() for name in MAP_STATES}
     meta = FakeValueState()
@@ -61,7 +64,7 @@ def test_batches_through_the_operator_give_the_model(size: int) -> None:
 
 def test_state_traffic_of_one_record_does_not_grow_with_the_cluster() -> None:
     def traffic(topics: int) -> int:
-        entries = generate(SyntheticSpec(seed=3, topics=topics, partitions_per_topic=20, operations=0))
+        entries = churn_log(ChurnSpec(seed=3, topics=topics, partitions_per_topic=20, operations=0))
         maps = {name: FakeMapState() for name in MAP_STATES}
         meta = FakeValueState()
         replay_batch("c", _frame(entries), meta, maps)  # type: ignore[arg-type]
@@ -87,7 +90,7 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
     """The log was truncated past the stream, which stood inside a metadata transaction: the source sends the
     covering snapshot with ``gap_from``; the operator loads it over the stored image, closes what the snapshot lacks
     at its offset, drops the open transaction, and writes a ``log_gaps`` row."""
-    entries = generate(SyntheticSpec(seed=10, operations=80))
+    entries = churn_log(ChurnSpec(seed=10, operations=80))
     replayer = Replayer()
     committed = []
     for e in entries:
@@ -149,7 +152,7 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
     """Offsets the source skipped (policy ``skip``, a corrupt batch) come as a ``gap`` row: the operator writes it to
     ``log_gaps`` as it came — the range, no snapshot, the message — and replays the records after it onto the state
     before it, as the model does when its reader skips the batch."""
-    entries = generate(SyntheticSpec(seed=7, operations=30))
+    entries = churn_log(ChurnSpec(seed=7, operations=30))
     first, last = 20, 23
     kept = [e for e in entries if not first <= e.offset <= last]
     gap = InputRow("c", "gap", first, first, None, None, None, "LOG_GAP", 0, None, None, "/x/00000000000000000000.log",
@@ -172,3 +175,77 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
     assert sorted(current["brokers"]) == sorted((b["brokerId"],) for b in want["brokers"])
     assert sorted(k[0] for k in current["topics"]) == sorted(t["topicId"] for t in want["topics"])
     assert meta.value is not None and meta.value[0] == kept[-1].offset
+
+
+@pytest.mark.parametrize("buckets", [2, 3])
+def test_a_cluster_split_over_buckets_writes_what_one_bucket_writes(buckets: int) -> None:
+    """The source's routing (``entry_to_row`` + ``fan_out``), one operator state per bucket, and the sink's
+    ``settle_rows``: batch after batch, the rows fold into the same current tables as with one bucket."""
+    entries = churn_log(ChurnSpec(seed=116, brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=4,
+                                  replication_factor=2, operations=40, noop_share=0.1))
+    single: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+    split: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+    one = ({name: FakeMapState() for name in MAP_STATES}, FakeValueState())
+    states = [({name: FakeMapState() for name in MAP_STATES}, FakeValueState()) for _ in range(buckets)]
+    halted: dict[str, int] = {}
+    for i in range(0, len(entries), 7):
+        _fold(single, replay_batch("c", _frame(entries[i:i + 7]), one[1], one[0]))  # type: ignore[arg-type]
+        rows = [r for e in entries[i:i + 7]
+                for r in fan_out(entry_to_row("c", "record", e.offset, e, buckets=buckets), buckets)]
+        out = []
+        for bucket, (maps, meta) in enumerate(states):
+            mine = [dataclasses.asdict(r) for r in rows if r.bucket == bucket]
+            sink = replay_bucket("c", pd.DataFrame(mine) if mine else None, meta, maps,  # type: ignore[arg-type]
+                                 bucket, buckets)
+            out += [{"cluster_id": c, "ord": o, "table": t, "payload": p, "bucket": bucket, "at": at}
+                    for (c, o, t, p), at in zip(sink.rows, sink.at, strict=True)]
+        settled = settle_rows(out, halted)
+        _fold(split, [(r["cluster_id"], r["ord"], r["table"], r["payload"]) for r in settled])
+    assert split == single
+    assert sorted(split) == sorted(single) and split["replica_assignments"]
+
+
+def _row(table: str, bucket: int, at: int | None, payload: dict[str, Any], ord_: int = 0) -> dict[str, Any]:
+    return {"cluster_id": "c", "ord": ord_, "table": table, "payload": json.dumps(payload), "bucket": bucket,
+            "at": at}
+
+
+def test_a_fault_in_one_bucket_halts_the_cluster_at_its_offset() -> None:
+    fault = {"seq": 10, "offset": 10, "source": None, "error": "ReplayFault", "message": "m"}
+    rows = [_row("partition", 0, 5, {"o": 5}), _row("partition", 0, 12, {"o": 12}),
+            _row("replay_faults", 1, 10, fault), _row("replay_faults", 0, 11, {**fault, "offset": 11}),
+            _row("partition", 1, 9, {"o": 9})]
+    halted: dict[str, int] = {}
+    kept = settle_rows(rows, halted)
+    assert [(r["table"], r["at"]) for r in kept] == [("partition", 5), ("replay_faults", 10), ("partition", 9)]
+    assert halted == {"c": 10}
+    # Later batches: the buckets that did not fault go on replaying; none of it is the cluster's.
+    assert settle_rows([_row("partition", 0, 20, {"o": 20})], halted) == []
+
+
+def test_partial_rebootstrap_gap_rows_are_summed() -> None:
+    def gap(changed: int, dropped: int, source: str | None) -> dict[str, Any]:
+        return {"first_missing_offset": 3, "last_missing_offset": 9, "snapshot_end_offset": 10,
+                "snapshot_source": source, "snapshot_time": None, "changed_rows": changed,
+                "dropped_records": dropped, "message": "partial"}
+
+    rows = [_row("log_gaps", 0, 9, gap(4, 1, "snap")), _row("log_gaps", 1, 9, gap(6, 2, None))]
+    kept = settle_rows(rows, {})
+    assert len(kept) == 1
+    merged = json.loads(kept[0]["payload"])
+    assert (merged["changed_rows"], merged["dropped_records"], merged["snapshot_source"]) == (10, 3, "snap")
+    assert "(10 rows changed)" in merged["message"]
+    left_out = {**gap(0, 1, None), "first_missing_offset": 12, "last_missing_offset": 12, "snapshot_end_offset": None}
+    assert len(settle_rows([_row("log_gaps", b, 12, left_out) for b in range(3)], {})) == 1
+
+
+def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
+    check_state_layout(tmp_path / "cp", 4)
+    check_state_layout(tmp_path / "cp", 4)
+    with pytest.raises(JbodError, match="written with 4 replay buckets"):
+        check_state_layout(tmp_path / "cp", 2)
+    old = tmp_path / "old"
+    (old / "offsets").mkdir(parents=True)
+    (old / "offsets" / "0").write_text("v1\n{}\n{}\n")
+    with pytest.raises(JbodError, match="older kraft-jbod"):
+        check_state_layout(old, 4)

@@ -17,11 +17,12 @@ from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from pipelines.lakehouse.tables import as_of_image, offline_intervals, read_table
 from pipelines.quality import run_checks
 from pipelines.streaming.job import run_job
-from pipelines.synthetic import SyntheticSpec, generate, write_metadata_dir
 
 PER_SEGMENT = 20
 
@@ -42,7 +43,7 @@ def _scenario() -> tuple[list[LogEntry], int, int]:
     between them topics are deleted and offline replicas come back (so the re-bootstrap has something to close),
     no metadata transaction is open at ``snapshot_at`` (Kafka snapshots committed state), and a tail follows."""
     for seed in (3, 1, 5, 7, 11):
-        entries = generate(SyntheticSpec(seed=seed, operations=80))
+        entries = churn_log(ChurnSpec(seed=seed, operations=80))
         with tempfile.TemporaryDirectory() as probe:
             part = write_metadata_dir(probe, entries, cluster_id="p", records_per_segment=PER_SEGMENT) \
                 / METADATA_PARTITION_DIR

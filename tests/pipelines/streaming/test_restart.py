@@ -14,17 +14,18 @@ from spark_support import assert_tables_match_model, snapshot_tables, step_offse
 
 from jbod_model.errors import JbodError
 from jbod_model.records.entry import group_batches
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from jbod_model.storage.log_writer import encode_batch
 from pipelines.lakehouse.tables import DeltaRsWriter, TableWriter
 from pipelines.streaming.job import run_job
-from pipelines.synthetic import SyntheticSpec, append_to_segment, generate, write_metadata_dir
 
-SPEC = SyntheticSpec(seed=3, operations=50)
+SPEC = ChurnSpec(seed=3, operations=50)
 
 
 def test_restart_while_the_log_grows(spark: SparkSession, tmp_path: Path) -> None:
-    entries = generate(SPEC)
+    entries = churn_log(SPEC)
     batches = list(group_batches(entries))
     first, second, third = batches[: len(batches) // 3], batches[len(batches) // 3: 2 * len(batches) // 3], \
         batches[2 * len(batches) // 3:]
@@ -89,7 +90,7 @@ class _CrashingWriter:
 
 
 def test_a_crash_in_the_middle_of_a_batch_writes_nothing_twice(spark: SparkSession, tmp_path: Path) -> None:
-    entries = generate(SPEC)
+    entries = churn_log(SPEC)
     node = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="crash", records_per_segment=40)
     tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
 

@@ -19,6 +19,8 @@ from jbod_model.errors import JbodError
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import corrupt_batch, write_metadata_dir
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
@@ -26,13 +28,12 @@ from pipelines.cli import app
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import as_of_image, read_table
 from pipelines.streaming.job import RunSummary, run_job
-from pipelines.synthetic import SyntheticSpec, corrupt_batch, generate, write_metadata_dir
 
 
 def _damaged_log(root: Path) -> tuple[Path, Path, int, int]:
     """A node's metadata dir whose second segment holds, neither first nor last, a batch of several records whose
     CRC fails: the node dir, the segment, the batch's first and last offsets."""
-    node = write_metadata_dir(root / "node-1", generate(SyntheticSpec(seed=5, operations=40)), cluster_id="bad",
+    node = write_metadata_dir(root / "node-1", churn_log(ChurnSpec(seed=5, operations=40)), cluster_id="bad",
                               records_per_segment=20)
     segment = sorted((node / METADATA_PARTITION_DIR).glob("*.log"))[1]
     target = next(b.header for b in list(iter_batches(segment))[1:-1] if b.header.last_offset > b.header.base_offset)

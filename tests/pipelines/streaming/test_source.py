@@ -14,6 +14,8 @@ from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord
 from jbod_model.replay import replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import append_to_segment, corrupt_batch, write_jsonl_file, write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.stream import entry_to_line
@@ -27,16 +29,8 @@ from pipelines.streaming.source import (
     read_range,
     source_options,
 )
-from pipelines.synthetic import (
-    SyntheticSpec,
-    append_to_segment,
-    corrupt_batch,
-    generate,
-    write_jsonl_file,
-    write_metadata_dir,
-)
 
-ENTRIES = generate(SyntheticSpec(seed=5, operations=20))
+ENTRIES = churn_log(ChurnSpec(seed=5, operations=20))
 
 
 def _planner(paths: list[Path], **kw: object) -> SourcePlanner:

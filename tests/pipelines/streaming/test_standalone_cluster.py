@@ -1,6 +1,6 @@
-"""The job on a real Spark cluster: a standalone master and one worker started from the pyspark package on loopback,
-the job run against it (in its own driver process: one SparkContext per process), tables compared with the model.
-Master and worker are stopped by their process ids."""
+"""The job on a real Spark cluster: a standalone master and two one-core workers started from the pyspark package on
+loopback, the job run against it (in its own driver process: one SparkContext per process), tables compared with the
+model; one cluster's replay buckets run on both workers. Master and workers are stopped by their process ids."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pyspark
 import pytest
 from spark_support import assert_tables_match_model, step_offsets
 
-from pipelines.synthetic import SyntheticSpec, generate, write_jsonl_file, write_metadata_dir
+from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
@@ -59,22 +60,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     logs = tmp_path_factory.mktemp("spark-logs")
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui = _free_port(), _free_port()
     master = _start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                      "--webui-port", str(ui)], logs / "master.log")
-    worker = None
+    workers: list[subprocess.Popen[bytes]] = []
     try:
         _wait_for_port(port)
         url = f"spark://127.0.0.1:{port}"
-        worker = _start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
-                         str(worker_ui), "--cores", "2", "--memory", "2g", "--work-dir", str(logs / "work"), url],
-                        logs / "worker.log")
-        _wait_for_port(worker_ui)
-        yield url
+        for i, worker_ui in enumerate((_free_port(), _free_port())):
+            workers.append(_start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
+                                   str(worker_ui), "--cores", "1", "--memory", "1g", "--work-dir",
+                                   str(logs / f"work-{i}"), url], logs / f"worker-{i}.log"))
+            _wait_for_port(worker_ui)
+        yield url, logs
     finally:
-        if worker is not None:
+        for worker in workers:
             _stop(worker)
         _stop(master)
 
@@ -83,22 +85,23 @@ DRIVER = """
 import json, sys
 from pipelines.streaming.job import run_job
 summary = run_job(json.loads(sys.argv[1]), sys.argv[2], master=sys.argv[3], max_entries_per_batch=int(sys.argv[4]),
-                  conf={"spark.pyspark.python": sys.executable, "spark.executor.memory": "1g",
-                        "spark.sql.shuffle.partitions": "2"})
+                  conf={"spark.pyspark.python": sys.executable, "spark.executor.memory": "768m",
+                        "spark.sql.shuffle.partitions": "2"}, buckets=4)
 print(json.dumps(summary.to_json()))
 """
 
 
 @pytest.mark.slow
-def test_the_job_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> None:
-    log_entries = generate(SyntheticSpec(seed=11, operations=40))
-    jsonl_entries = generate(SyntheticSpec(seed=12, operations=30, brokers=4))
+def test_the_job_on_a_standalone_cluster(standalone: tuple[str, Path], tmp_path: Path) -> None:
+    url, logs = standalone
+    log_entries = churn_log(ChurnSpec(seed=11, operations=40))
+    jsonl_entries = churn_log(ChurnSpec(seed=12, operations=30, brokers=4))
     node = write_metadata_dir(tmp_path / "in" / "node-1", log_entries, cluster_id="on-cluster-log",
                               records_per_segment=30)
     jsonl = write_jsonl_file(tmp_path / "in" / "on-cluster-jsonl.jsonl", jsonl_entries)
     tables = tmp_path / "tables"
     done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps([str(tmp_path / "in")]), str(tables),
-                           standalone, "40"], capture_output=True, text=True, timeout=600, check=False,
+                           url, "40"], capture_output=True, text=True, timeout=600, check=False,
                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr[-4000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -107,5 +110,10 @@ def test_the_job_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> Non
     # The JVM the job started wrote its own output (log4j, the Python workers' chatter) to a log, not to stderr.
     driver_log = (tables / "_checkpoints" / "spark-driver.log").read_text()
     assert "TransformWithStateInPandas" in driver_log and "TransformWithStateInPandas" not in done.stderr
+    # Both one-core workers ran the stateful operator (the clusters' replay buckets spread over the two state
+    # partitions): each executor's own log shows its Python worker's stateful calls.
+    for i in range(2):
+        executor_logs = list((logs / f"work-{i}").rglob("stderr"))
+        assert any("TransformWithStateInPandas" in p.read_text(errors="replace") for p in executor_logs), i
     assert_tables_match_model(tables, [node], "on-cluster-log", step_offsets(log_entries, limit=10))
     assert_tables_match_model(tables, [jsonl], "on-cluster-jsonl", step_offsets(jsonl_entries, limit=10))

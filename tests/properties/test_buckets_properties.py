@@ -1,0 +1,158 @@
+"""A cluster's replay split over partition-hash buckets (``jbod_model.buckets``) is the replay of the model.
+
+For generated valid streams cut into arbitrary batches and ``B`` buckets, each bucket an
+:class:`~jbod_model.changes.IncrementalReplayer` over its own store fed :func:`~jbod_model.buckets.split_entries`
+(open transactions carried per bucket):
+
+* at every offset, the union of the buckets' owned steps (:func:`~jbod_model.buckets.owned_step`) is the single
+  replayer's step — the same offsets, the same bronze entries, the same feature, broker, topic, partition and
+  replica changes — so tables written from the owned rows equal the single replayer's at every split;
+* every bucket's shared state (features, brokers, topics, configs) is the pure image's, its partitions are exactly
+  the pure image's partitions of its bucket, and its broker → partitions index is that of its partitions;
+* a snapshot loaded over bucketed stored images (a re-bootstrap) changes the same rows as over one store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from test_changes_properties import Tables, _pure_images
+from test_replay_properties import SETTINGS, valid_streams
+
+from jbod_model.buckets import owned_step, partition_bucket, record_buckets, record_owner, split_entries
+from jbod_model.changes import DictImageStore, IncrementalReplayer, Step, replay_incrementally
+from jbod_model.image import MetadataImage
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord, TopicRecord
+from jbod_model.replay import Replayer
+from jbod_model.uuid import Uuid
+
+BUCKET_COUNTS = st.sampled_from([1, 2, 3, 7])
+
+
+def _signature(step: Step) -> dict[str, Any]:
+    """A step's content, order-free (rows within a step carry no order)."""
+    return {"entries": Counter((e.offset, repr(e.record)) for e in step.entries),
+            "aborted": Counter((e.offset, repr(e.record)) for e in step.aborted),
+            "features": Counter(map(repr, step.features)), "brokers": Counter(map(repr, step.brokers)),
+            "topics": Counter(map(repr, step.topics)), "partitions": Counter(map(repr, step.partitions)),
+            "replicas": Counter(map(repr, step.replicas)), "timestamp": step.timestamp, "snapshot": step.snapshot}
+
+
+def _union(steps: list[Step]) -> dict[str, Any]:
+    out = _signature(steps[0])
+    for step in steps[1:]:
+        sig = _signature(step)
+        for key in ("entries", "aborted", "features", "brokers", "topics", "partitions", "replicas"):
+            out[key] = out[key] + sig[key]
+        assert (sig["snapshot"], sig["timestamp"]) == (out["snapshot"], out["timestamp"])
+    return out
+
+
+def _assert_bucket_images(stores: list[DictImageStore], image: MetadataImage) -> None:
+    buckets = len(stores)
+    for bucket, store in enumerate(stores):
+        mine = store.image()
+        assert dict(mine.features.levels) == dict(image.features.levels)
+        assert dict(mine.cluster.brokers) == dict(image.cluster.brokers)
+        assert {t.id: t.name for t in mine.topics.by_id.values()} == {t.id: t.name for t in image.topics.by_id.values()}
+        assert dict(mine.configs.resources) == dict(image.configs.resources)
+        assert {(t.id, pid): p for t, pid, p in mine.topics.partitions()} == {
+            (t.id, pid): p for t, pid, p in image.topics.partitions()
+            if partition_bucket(t.id, pid, buckets) == bucket}
+        index: dict[int, set[Any]] = {}
+        for (tid, pid), part in store.partitions.items():
+            for b in part.replicas:
+                index.setdefault(b, set()).add((tid, pid))
+        assert index == store.broker_partitions
+
+
+@SETTINGS
+@given(data=st.data())
+def test_buckets_together_replay_as_one_replayer_at_every_split(data: st.DataObject) -> None:
+    stream = data.draw(valid_streams())
+    buckets = data.draw(BUCKET_COUNTS)
+    entries = stream.entries()
+    pure = _pure_images(entries)
+    n = len(entries)
+    cuts = sorted(data.draw(st.lists(st.integers(1, max(1, n - 1)), unique=True, max_size=10))) if n > 1 else []
+    single = DictImageStore()
+    single_pending: tuple[LogEntry, ...] = ()
+    stores = [DictImageStore() for _ in range(buckets)]
+    pendings: list[tuple[LogEntry, ...]] = [() for _ in range(buckets)]
+    tables = Tables()
+    for lo, hi in pairwise([0, *cuts, n]):
+        want, single_pending = replay_incrementally(single, entries[lo:hi], single_pending)
+        got: dict[int, list[Step]] = {}
+        for bucket, part in enumerate(split_entries(entries[lo:hi], buckets)):
+            steps, pendings[bucket] = replay_incrementally(stores[bucket], part, pendings[bucket])
+            for step in steps:
+                got.setdefault(step.offset, []).append(owned_step(step, bucket, buckets))
+        assert sorted(got) == [s.offset for s in want]
+        for step in want:
+            assert _union(got[step.offset]) == _signature(step), f"step at offset {step.offset}"
+            for owned in got[step.offset]:
+                tables.apply(owned)
+            tables.assert_equals(pure[step.offset])
+        if not single_pending:
+            assert not any(pendings)
+            _assert_bucket_images(stores, pure[entries[hi - 1].offset])
+    assert not any(pendings)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_snapshot_loaded_over_buckets_changes_what_it_changes_over_one_store(data: st.DataObject) -> None:
+    old = data.draw(valid_streams())
+    new = data.draw(valid_streams())
+    buckets = data.draw(BUCKET_COUNTS)
+    old_entries = old.entries()
+    a_cut = data.draw(st.integers(1, len(old_entries)))
+    snapshot_image = Replayer().replay_all(new.entries())
+    snapshot = [LogEntry(offset=i, record=r) for i, r in enumerate(snapshot_image.to_records())]
+    end = a_cut + data.draw(st.integers(0, 3))
+
+    single = DictImageStore()
+    _, pending = replay_incrementally(single, old_entries[:a_cut])
+    replayer = IncrementalReplayer(single, pending)
+    want = replayer.load_snapshot(snapshot, end)
+    single.apply(replayer.writes())
+
+    stores = [DictImageStore() for _ in range(buckets)]
+    got = []
+    for bucket, (store, part, snap) in enumerate(zip(stores, split_entries(old_entries[:a_cut], buckets),
+                                                     split_entries(snapshot, buckets), strict=True)):
+        _, pending = replay_incrementally(store, part)
+        replayer = IncrementalReplayer(store, pending)
+        got.append(owned_step(replayer.load_snapshot(snap, end), bucket, buckets))
+        store.apply(replayer.writes())
+    assert _union(got) == _signature(want)
+    _assert_bucket_images(stores, single.image())
+
+
+@given(msb=st.integers(-(1 << 63), (1 << 63) - 1), lsb=st.integers(-(1 << 63), (1 << 63) - 1),
+       pid=st.integers(0, (1 << 31) - 1), buckets=st.integers(1, 64))
+def test_routing_sends_a_partition_record_to_its_bucket_and_shared_records_everywhere(
+        msb: int, lsb: int, pid: int, buckets: int) -> None:
+    topic = Uuid(msb, lsb)
+    bucket = partition_bucket(topic, pid, buckets)
+    assert 0 <= bucket < buckets
+    for record in (PartitionRecord(topic_id=topic, partition_id=pid),
+                   PartitionChangeRecord(topic_id=topic, partition_id=pid)):
+        assert record_owner(record, buckets) == bucket
+        assert list(record_buckets(record, buckets)) == [bucket]
+    assert list(record_buckets(NoOpRecord(), buckets)) == [0]
+    assert list(record_buckets(TopicRecord(name="t", topic_id=topic), buckets)) == list(range(buckets))
+    assert record_owner(TopicRecord(name="t", topic_id=topic), buckets) == 0
+
+
+def test_the_bucket_hash_is_fixed() -> None:
+    """The bucket of a partition is part of a checkpoint's layout: the hash must not change between versions."""
+    topic = Uuid.from_string("MkU3OEp9SdyVT1Nuah1rHg")
+    # CRC-32 of the 16 id bytes and the 4-byte big-endian partition id, computed once by hand (zlib.crc32).
+    assert [partition_bucket(topic, pid, 1 << 16) for pid in range(3)] == [53997, 57979, 46017]
+    assert partition_bucket(topic, 0, 1) == 0

@@ -1,0 +1,43 @@
+"""jbod_model.slots: the collector pause gives the caller back the collector as it was, whatever happens."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from jbod_model.slots import gc_paused, gc_paused_iteration
+
+
+def test_items_are_produced_with_the_collector_off_and_consumed_with_it_on() -> None:
+    seen: list[tuple[bool, bool]] = []
+
+    def produce() -> Iterator[int]:
+        for i in range(3):
+            seen.append((gc.isenabled(), True))
+            yield i
+
+    assert gc.isenabled()
+    for _ in gc_paused_iteration(produce()):
+        seen.append((gc.isenabled(), False))
+    assert seen == [(False, True), (True, False)] * 3
+    assert gc.isenabled()
+
+
+def test_the_collector_comes_back_after_a_fault_and_stays_off_if_it_was() -> None:
+    def fail() -> Iterator[int]:
+        yield 1
+        raise ValueError("bad record")
+
+    with pytest.raises(ValueError, match="bad record"):
+        list(gc_paused_iteration(fail()))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert list(gc_paused_iteration(iter([1, 2]))) == [1, 2]
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
