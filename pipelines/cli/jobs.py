@@ -13,11 +13,16 @@ from typing import Annotated
 
 import typer
 
+from jbod_model.errors import InputError
 from jbod_model.records.json_codec import dumps
 from pipelines.cli import shared
 from pipelines.cli.shared import JsonOpt
 from pipelines.config.profiles import resolve_config
 from pipelines.scheduling.jobs import JOBS_FILE, JobsFile, crontab_lines, describe, load_jobs, run_job, variables
+
+#: The parameters of the ``jbod`` commands that name files a job reads (its INPUT, ``--input``, ``--dirs``,
+#: ``--broker-config``): they must exist before the job runs. ``--tables`` is not one: a job creates it.
+INPUT_PARAMS = ("inputs", "paths", "dirs", "broker_config")
 
 JobsFileOpt = Annotated[Path, typer.Option("--file", help="The jobs file.")]
 
@@ -37,6 +42,25 @@ def register(app: typer.Typer) -> typer.Typer:
     def _load_jobs(path: Path) -> JobsFile:
         return load_jobs(path, commands=[c for c in _command_names() if c != "jobs"])
 
+
+    def _check_inputs(spec: JobsFile, names: list[str], workdir: Path) -> None:
+        """Before serving: every file a served job (or a job it depends on) reads must exist now. A missing
+        ``$JBOD_HOME/metadata`` is said at start-up, naming the job, not at the first due time hours later."""
+        from pipelines.scheduling.jobs import expand_args, run_order  # noqa: PLC0415
+
+        commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+        for job in dict.fromkeys(j for name in names for j in run_order(spec, name)):
+            command = commands[spec.jobs[job].command]
+            # resilient_parsing: read the arguments into parameters without running or validating anything else.
+            ctx = command.make_context(job, expand_args(spec, job), resilient_parsing=True)
+            for param in command.params:
+                if param.name not in INPUT_PARAMS:
+                    continue
+                label = param.opts[0] if param.opts[0].startswith("-") else (param.name or "").upper()
+                for path in ctx.params.get(param.name) or ():
+                    if not (workdir / path).exists():
+                        raise InputError(f"job {job!r}: {path} does not exist (its {label}; the jobs run in "
+                                         f"{workdir.resolve()})")
 
     @jobs_app.command("list")
     def jobs_list(file: JobsFileOpt = JOBS_FILE, as_json: JsonOpt = False) -> None:
@@ -91,10 +115,12 @@ def register(app: typer.Typer) -> typer.Typer:
         """Crontab lines for the scheduled jobs (install with: jbod jobs crontab | crontab -)."""
         import os  # noqa: PLC0415
 
+        from pipelines.cli.spark_submit import jbod_argv  # noqa: PLC0415
+
         with shared.fail():
             spec = _load_jobs(file)
-            for line in crontab_lines(spec, workdir=workdir.resolve(), jobs_file=file.resolve(), log_dir=log_dir,
-                                      env=os.environ if with_env else None):
+            for line in crontab_lines(spec, workdir=workdir.resolve(), jbod=jbod_argv(), jobs_file=file.resolve(),
+                                      log_dir=log_dir, env=os.environ if with_env else None):
                 print(line)
 
 
@@ -126,6 +152,7 @@ def register(app: typer.Typer) -> typer.Typer:
             scheduler = Scheduler(spec, SubprocessLauncher(file, workdir=workdir), log_dir=log_dir, jobs=job,
                                   grace_seconds=grace_seconds, on_event=lambda message: console.print(
                                       f"{datetime.now().astimezone():%Y-%m-%d %H:%M:%S} {message}", highlight=False))
+            _check_inputs(spec, scheduler.names, workdir)
             # The handler only sets a flag: the loop notices it, stops scheduling and ends the running jobs itself.
             handlers = {sig: signal.signal(sig, lambda _sig, _frame: scheduler.stop())
                         for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -7,13 +7,16 @@ text, 4 a record that cannot be replayed.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from inspect import getdoc
+from typing import Annotated
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from pipelines.cli import check, dirs, jobs, maintain, notebook, replay, report, run, simulate, whatif
+from pipelines.cli import check, dirs, jobs, maintain, notebook, replay, report, run, shared, simulate, whatif
 
-app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
+app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False, cls=shared.JbodGroup,
                   help="Replay KRaft metadata with JBOD log directories (KIP-858): where every replica lives, "
                        "which went offline, on which disk, when and why.")
 
@@ -29,6 +32,32 @@ maintain.register(app)
 notebook.register(app)
 
 
+def _version(value: bool) -> None:
+    if value:
+        try:
+            print(f"jbod (kraft-jbod) {version('kraft-jbod')}")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH without the package installed
+            print("jbod (kraft-jbod) unknown version: not installed")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(show_version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False) -> None:
+    """The options of ``jbod`` itself (before the command)."""
+
+
+def _conventional_help(*apps: typer.Typer) -> None:
+    """Every command and group with :class:`pipelines.cli.shared.JbodCommand`'s help: click's metavars."""
+    for sub in apps:
+        for info in sub.registered_commands:
+            if info.cls in (None, TyperCommand):  # typer's default: a command class of our own wins
+                info.cls = shared.JbodCommand
+        for group in sub.registered_groups:
+            if group.cls in (None, TyperGroup):
+                group.cls = shared.JbodGroup
+
+
 def _one_line_short_helps(*apps: typer.Typer) -> None:
     """Each command's line in ``jbod --help``: its docstring's first paragraph joined into one line. (In rich markup
     mode typer keeps the docstring's line breaks, so a paragraph wrapped at 120 columns in the source would be
@@ -41,6 +70,7 @@ def _one_line_short_helps(*apps: typer.Typer) -> None:
 
 
 _one_line_short_helps(app, jobs_app)
+_conventional_help(app, jobs_app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

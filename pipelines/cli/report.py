@@ -19,6 +19,7 @@ from jbod_model.errors import InputError
 from jbod_model.gaps import with_consequences
 from jbod_model.records.json_codec import dumps
 from jbod_model.report import DirectoryPaths, JbodReport, build_report
+from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry
 from pipelines.cli import shared
 from pipelines.cli.shared import check_source
@@ -119,7 +120,7 @@ def register(app: typer.Typer) -> None:
         full_log: Annotated[bool, typer.Option(
             "--full-log", help="For a metadata dir: replay the whole log instead of the latest snapshot plus the "
                                "log after it (a longer history).")] = False,
-        policy: Annotated[str, typer.Option(
+        policy: Annotated[ReadPolicy, typer.Option(
             "--policy", help="On undecodable input: 'fail', or 'skip' it and report what was skipped.")] = "fail",
     ) -> None:
         """Report offline replicas by disk, leaderless and under-min-ISR partitions, pending placements, per-disk

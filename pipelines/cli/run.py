@@ -16,6 +16,7 @@ from jbod_model.errors import InputError
 from jbod_model.meta_properties import inventory
 from jbod_model.records.json_codec import dumps
 from jbod_model.report import format_directory
+from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.uuid import Uuid
 from pipelines.cli import shared
 from pipelines.cli.shared import JsonOpt
@@ -32,6 +33,7 @@ DEMO_CLUSTER_ID = "JbodDemoCluster0000001"
 def _print_run_summary(summary: Any) -> None:
     """Print a :class:`pipelines.streaming.job.RunSummary`; disks by path where ``dir_inventory`` knows them."""
     from pipelines.lakehouse.tables import directory_paths  # noqa: PLC0415 - pyarrow/deltalake, loaded by `run` anyway
+    from pipelines.report.wording import FIRST_NAMES, collapsed  # noqa: PLC0415 - beside the line above
 
     console = shared.console()
     console.print(f"Replayed {summary.rows} output rows in {len(summary.batches)} micro-batches "
@@ -53,7 +55,8 @@ def _print_run_summary(summary: Any) -> None:
         else:
             console.print("No offline replicas.")
         if c.leaderless:
-            console.print("Leaderless partitions: " + ", ".join(f"{t}-{p}" for t, p in c.leaderless),
+            console.print("Leaderless partitions: " + collapsed([f"{t}-{p}" for t, p in c.leaderless])
+                          + (" (--json lists them all)" if len(c.leaderless) > FIRST_NAMES + 1 else ""),
                           highlight=False)
         else:
             console.print("No leaderless partition.")
@@ -93,7 +96,7 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
         as_root: Annotated[bool, typer.Option(
             "--as-root", help="Each --dirs folder is a copy of one broker's filesystem root (see jbod dirs).")
                            ] = False,
-        policy: Annotated[str | None, typer.Option(
+        policy: Annotated[ReadPolicy | None, typer.Option(
             "--policy", help="On undecodable input: 'fail' (naming the file and offsets), or 'skip' it, keep every "
                              "good record and write a log_gaps row per skipped range (profile: read_policy, "
                              "fail).", show_default=False)] = None,

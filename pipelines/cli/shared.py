@@ -8,6 +8,7 @@ usage, 3 undecodable bytes or text, 4 a record that cannot be replayed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
@@ -27,10 +29,19 @@ from jbod_model.sources import LoadedInput
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry, StreamRunner
 
+#: The width of output that is not a terminal (a pipe, a log, a file) and has no COLUMNS: wide enough that rich
+#: never wraps a table cell (``DIRECTORY_OFF`` / ``LINE``), so every line can be grepped and every name copied.
+UNWRAPPED_WIDTH = 100_000
+
 
 def console(*, stderr: bool = False) -> Console:
-    """A console for one use: built per use so the terminal width (COLUMNS) is read when printing, not at import."""
-    return Console(stderr=stderr, soft_wrap=True)
+    """A console for one use: built per use so the terminal width (COLUMNS) is read when printing, not at import.
+    On a terminal, or with COLUMNS set, tables fit that width; elsewhere they are not wrapped at all (rich would
+    otherwise assume 80 columns and break words mid-way)."""
+    out = Console(stderr=stderr, soft_wrap=True)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out.width = UNWRAPPED_WIDTH
+    return out
 
 
 EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4
@@ -38,8 +49,10 @@ EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4
 InputsArg = Annotated[list[Path], typer.Argument(
     help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
          "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL.", show_default=False)]
-PolicyOpt = Annotated[str, typer.Option("--policy", help="On undecodable input: 'fail', or 'skip' it and report "
-                                                         "what was skipped (every good record is kept).")]
+#: ``--policy``: a Literal, so ``--help`` lists its values and click refuses others (``--policy maybe``).
+PolicyOpt = Annotated[ReadPolicy, typer.Option("--policy",
+                                        help="On undecodable input: 'fail', or 'skip' it and report what was skipped "
+                                             "(every good record is kept).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
 AsOfOpt = Annotated[str | None, typer.Option(
     "--as-of", help="With --tables: as of a time (ISO 8601, UTC unless it says otherwise): the last offset whose "
@@ -53,19 +66,68 @@ def policy(value: str) -> ReadPolicy:
     return "fail" if value == "fail" else "skip"
 
 
+def conventional_metavar(param: Any, ctx: Any) -> None:
+    """Give ``param`` the metavar click and Kafka's tools would show: nothing for a flag (typer writes ``<bool>``,
+    even for ``--help``, which reads as if the flag took a value: ``--json true``), the choices for a choice
+    (``[fail|skip]``), the argument's name for an argument, else click's type name (``INTEGER``, ``PATH``,
+    ``TEXT``). A metavar the command sets itself wins."""
+    if param.metavar is not None:
+        return
+    if isinstance(param, TyperArgument):
+        param.metavar = (param.name or "arg").upper()
+        # typer would add the argument's Python type in a column of its own (``<list[Path]>``).
+        param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+    elif isinstance(param, TyperOption):
+        if param.is_flag or param.count:
+            param.metavar = ""
+        elif param.type_descriptor.is_choice:
+            param.metavar = "[" + param.display_type(ctx).strip("<>") + "]"
+        else:
+            label = param.display_type(ctx).strip("<>").removeprefix("list[").removesuffix("]")
+            param.metavar = _CLICK_TYPE_NAMES.get(label, label.upper())
+
+
+_CLICK_TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "int range": "INTEGER", "float": "FLOAT",
+                     "float range": "FLOAT", "path": "PATH", "Path": "PATH"}
+
+
+class JbodCommand(TyperCommand):
+    """A typer command whose help shows conventional metavars (:func:`conventional_metavar`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:  # the --help option is made here, per call: set each time
+            conventional_metavar(param, ctx)
+        return params
+
+
+class JbodGroup(TyperGroup):
+    """A typer group whose help shows conventional metavars (:func:`conventional_metavar`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            conventional_metavar(param, ctx)
+        return params
+
+
+#: Every error message of the CLI starts with this, as click's own usage errors do.
+ERROR_PREFIX = "Error:"
+
+
 @contextmanager
 def fail() -> Iterator[None]:
     """The one place that turns model errors into messages and exit codes."""
     try:
         yield
     except ReplayFault as e:
-        console(stderr=True).print(f"[bold red]replay fault:[/] {escape(str(e))}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] replay fault: {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_REPLAY) from None
     except DecodeError as e:
-        console(stderr=True).print(f"[bold red]cannot decode:[/] {escape(str(e))}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] cannot decode: {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_DECODE) from None
     except (InputError, JbodError) as e:
-        console(stderr=True).print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        console(stderr=True).print(f"[bold red]{ERROR_PREFIX}[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_INPUT) from None
 
 
@@ -117,7 +179,14 @@ def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamR
 def report_skips(loaded: LoadedInput) -> None:
     """Say on stderr what the input readers skipped under ``--policy skip`` (and the records left out because of
     it)."""
-    report_skipped(loaded.skipped())
+    lines = loaded.skipped()
+    if not loaded.report.clean and lines:
+        # The first line is the readers' summary (LoadedInput.skipped): it counts what was READ, then what was
+        # skipped; under a "skipped:" prefix those counts read as if they had been skipped.
+        console(stderr=True).print(f"[yellow]read with damage skipped (--policy skip):[/] {escape(lines[0])}",
+                                   highlight=False)
+        lines = lines[1:]
+    report_skipped(lines)
 
 
 def report_skipped(lines: Iterable[str]) -> None:

@@ -1,5 +1,6 @@
-"""The spark-submit command line for a job of ``jobs.yaml`` (``jbod jobs spark-submit NAME``): :func:`spark_submit_argv`
-runs the job through :data:`SUBMIT_SCRIPT`, the ``jbod`` command line as a file (``pipelines/cli/__main__.py``).
+"""The command lines that start a job of ``jobs.yaml`` outside this shell: under spark-submit
+(``jbod jobs spark-submit NAME``, :func:`spark_submit_argv`) and under cron (``jbod jobs crontab``, :func:`jbod_argv`),
+both through :data:`SUBMIT_SCRIPT`, the ``jbod`` command line as a file (``pipelines/cli/__main__.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from pathlib import Path
 
 #: The file spark-submit runs: every ``jbod`` command works through it.
 SUBMIT_SCRIPT = Path(__file__).resolve().with_name("__main__.py")
+
+
+def jbod_argv(python: str = sys.executable) -> list[str]:
+    """The ``jbod`` command line by absolute paths, for callers without this shell's PATH (cron): this interpreter
+    running :data:`SUBMIT_SCRIPT`, so the job runs the very code that wrote the line."""
+    return [python, str(SUBMIT_SCRIPT)]
 
 
 def spark_submit_path() -> str:

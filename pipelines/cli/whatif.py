@@ -24,6 +24,7 @@ from jbod_model.whatif import what_if_directories_fail
 from pipelines.cli import shared
 from pipelines.cli.shared import AsOfOpt, JsonOpt
 from pipelines.report.load import directory_paths_for, load_paths, resolve_as_of
+from pipelines.report.wording import counted
 
 
 def directory_id(value: str, paths: DirectoryPaths | None = None, online: frozenset[Uuid] = frozenset()) -> Uuid:
@@ -129,10 +130,12 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
                                for i in result.impacts]}))
             return
         failed = ", ".join(disk(b, d) for b, d in result.failed)
-        shared.console().print(f"If {failed} failed now: {len(result.impacts)} replicas lose their disk, "
-                         f"{len(result.lose_leader)} partitions lose their leader, {len(result.go_offline)} go "
-                         f"offline, {len(result.go_under_min_isr)} go under min ISR "
-                         f"({len(result.records)} records).", highlight=False)
+        n = {"lose": len(result.lose_leader), "records": len(result.records), "replicas": len(result.impacts)}
+        shared.console().print(
+            f"If {failed} failed now: {counted(n['replicas'], 'replica loses its disk', 'replicas lose their disk')}, "
+            f"{counted(n['lose'], 'partition loses its leader', 'partitions lose their leader')}, "
+            f"{len(result.go_offline)} go offline, {len(result.go_under_min_isr)} go under min ISR (the controller "
+            f"would write {counted(n['records'], 'metadata record')} for it; --json lists them).", highlight=False)
         table = shared.table("Affected partitions", "topic", "partition", "broker", "leader before → after",
                        "ISR before → after", "min ISR", "outcome")
         for i in result.impacts:

@@ -43,6 +43,7 @@ from jbod_model.report import (
     format_duration_ms,
     format_partitions,
 )
+from pipelines.report.wording import FIRST_NAMES, counted
 
 #: Bumped only when a key of docs/report-json.md is renamed or removed (adding keys keeps the version).
 REPORT_JSON_VERSION: Final = 1
@@ -69,6 +70,12 @@ def format_position(pos: LogPosition | None) -> str:
         return "—"
     when = format_timestamp(pos.timestamp)
     return f"offset {pos.offset}" + (f" · {when}" if when else "")
+
+
+def format_since(pos: LogPosition) -> str:
+    """Where a history starts: ``the start of the log`` for offset -1 (nothing replayed before it), else
+    :func:`format_position`."""
+    return "the start of the log" if pos.offset < 0 else format_position(pos)
 
 
 def format_age(offsets: int | None, ms: int | None) -> str:
@@ -200,13 +207,14 @@ def report_to_json(report: JbodReport) -> dict[str, Any]:
 
 def summary_line(report: JbodReport) -> str:
     s = report.summary
-    since = (f"history from {format_position(report.history_since)}" if report.history_since is not None
+    since = (f"history from {format_since(report.history_since)}" if report.history_since is not None
              else "no history (image only)")
     return (f"As of {format_position(report.as_of)} · metadata.version {report.metadata_version} · {since}\n"
-            f"{s.brokers} brokers ({s.fenced_brokers} fenced), {s.disks} disks ({s.offline_disks} offline), "
-            f"{s.partitions} partitions, {s.replicas} replicas: {s.offline_replicas} offline, "
-            f"{s.leaderless_partitions} leaderless, {s.under_min_isr_partitions} under min ISR, "
-            f"{s.pending_placements} pending placements, {s.open_incidents} open incidents")
+            f"{counted(s.brokers, 'broker')} ({s.fenced_brokers} fenced), {counted(s.disks, 'disk')} "
+            f"({s.offline_disks} offline), {counted(s.partitions, 'partition')}, {counted(s.replicas, 'replica')}: "
+            f"{s.offline_replicas} offline, {s.leaderless_partitions} leaderless, {s.under_min_isr_partitions} "
+            f"under min ISR, {counted(s.pending_placements, 'pending placement')}, "
+            f"{counted(s.open_incidents, 'open incident')}")
 
 
 def render_terminal(report: JbodReport, console: Console, make_table: TableFactory) -> None:
@@ -232,7 +240,7 @@ def render_terminal(report: JbodReport, console: Console, make_table: TableFacto
                       e.summary)
         console.print(t)
     elif report.history_since is not None:
-        console.print(f"No incidents since {format_position(report.history_since)}.", highlight=False)
+        console.print(f"No incidents since {format_since(report.history_since)}.", highlight=False)
 
     if report.incidents:
         t = make_table("Incidents", "#", "incident", "started", "ended", "lasted", "replicas offline")
@@ -515,6 +523,7 @@ def _environment() -> jinja2.Environment:
     env.filters["hit"] = _hit
     env.globals["format_age"] = format_age
     env.globals["format_partitions"] = format_partitions
+    env.globals["first_names"] = FIRST_NAMES
     return env
 
 

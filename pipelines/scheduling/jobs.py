@@ -218,9 +218,12 @@ def run_job(spec: JobsFile, name: str, invoke: Callable[[list[str]], Any],
     return ran
 
 
-def crontab_lines(spec: JobsFile, *, workdir: Path, jbod: str = "jbod", jobs_file: Path | None = None,
+def crontab_lines(spec: JobsFile, *, workdir: Path, jbod: Sequence[str], jobs_file: Path | None = None,
                   log_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[str]:
-    """One crontab line per enabled, scheduled job: ``cd <workdir> && jbod jobs run <name>``.
+    """One crontab line per enabled, scheduled job: ``cd <workdir> && <jbod> jobs run <name>``.
+
+    ``jbod`` is the command line that starts the CLI, by absolute paths: cron's PATH (``/usr/bin:/bin``) does not
+    hold a virtualenv's or pyenv's ``jbod`` script (``sh: 1: jbod: not found``).
 
     cron runs jobs with an almost empty environment, so the variables the arguments use are listed in comments;
     with ``env``, those set there are written as ``NAME=value`` lines, which cron passes to the jobs after them."""
@@ -235,7 +238,7 @@ def crontab_lines(spec: JobsFile, *, workdir: Path, jbod: str = "jbod", jobs_fil
     for name, job in sorted(spec.jobs.items()):
         if not job.enabled or job.schedule is None:
             continue
-        cmd = [jbod, "jobs", "run", name]
+        cmd = [*jbod, "jobs", "run", name]
         if jobs_file is not None:
             cmd += ["--file", str(jobs_file)]
         line = f"{job.schedule} cd {shlex.quote(str(workdir))} && {shlex.join(cmd)}"

@@ -1,6 +1,6 @@
-"""The ``external`` suite: I22 and I24 from a meta.properties inventory (``--dirs``) or broker configs
-(``--broker-config``); skipped, with the reason, without them; I23 (needs DescribeLogDirs) and I25 (needs cordon
-data, Kafka ≥ 4.3) are always skipped for now."""
+"""The ``external`` suite: I22 and I24 from a meta.properties inventory (``--dirs``, else the ``dir_inventory``
+table) or broker configs (``--broker-config``); skipped, with the reason, without them; I23 (needs DescribeLogDirs)
+and I25 (needs cordon data, Kafka ≥ 4.3) are always skipped for now."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from jbod_model.errors import InputError
 from jbod_model.meta_properties import inventory, load_properties
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.tables import dir_inventory_rows
 from pipelines.quality.expectations import Check, Skip, column_of, expect_true
 from pipelines.quality.frames import (
     Build,
@@ -50,9 +51,24 @@ def _is_metadata_only(path: Path) -> bool:
     return not any(p.is_dir() and p.name != METADATA_PARTITION_DIR for p in path.iterdir())
 
 
-def _inventory_rows(b: Build) -> tuple[list[dict[str, Any]], str | None]:
-    """The inventory's rows for this cluster: those whose cluster.id is the cluster's; when none is (tables keyed by
-    another name), all of them — which is right when one cluster's disks were given."""
+#: Why the inventory checks are skipped when there is no inventory at all.
+NO_INVENTORY = ("needs a meta.properties inventory: --dirs, or one loaded into dir_inventory (jbod dirs DIR --tables, "
+                "jbod run --dirs)")
+
+
+def _inventory_rows(b: Build) -> tuple[list[dict[str, Any]], str | None] | None:
+    """The inventory's rows for this cluster and, when there are none, why: from ``--dirs`` when given, else from
+    the ``dir_inventory`` table that ``jbod run --dirs`` or ``jbod dirs --tables`` loaded; None when there is neither.
+
+    From ``--dirs``: the rows whose cluster.id is the cluster's; when none is (tables keyed by another name), all of
+    them — which is right when one cluster's disks were given."""
+    if not b.inputs.dirs:
+        loaded = (None if b.tables.tables_dir is None
+                  else dir_inventory_rows(b.tables.tables_dir, b.tables.cluster_id))
+        if not loaded:
+            return None
+        return [{"node_id": r.node_id, "path": r.path, "directory_id": None if r.directory_id is None
+                 else str(r.directory_id), "parsed": r.directory_id, "cluster": r.cluster_id} for r in loaded], None
     inv_ = inventory(b.inputs.dirs)
     rows = [{"node_id": r.node_id, "path": r.path, "directory_id": None if r.directory_id is None
              else str(r.directory_id), "parsed": r.directory_id, "cluster": r.cluster_id} for r in inv_.rows]
@@ -67,10 +83,10 @@ def _inventory_rows(b: Build) -> tuple[list[dict[str, Any]], str | None]:
 def _f_disk_inventory(b: Build) -> Frame:
     cols = {"node_id": "Int64", "path": "string", "directory_id": "string",
             column_of("I24.disk_directory_ids_unreserved"): "boolean"}
-    if not b.inputs.dirs:
-        return Frame("disk_inventory", make_frame([], cols), ("row", "node_id", "path"),
-                     skip="needs a meta.properties inventory (--dirs)")
-    rows, problem = _inventory_rows(b)
+    got = _inventory_rows(b)
+    if got is None:
+        return Frame("disk_inventory", make_frame([], cols), ("row", "node_id", "path"), skip=NO_INVENTORY)
+    rows, problem = got
     out = [{**r, column_of("I24.disk_directory_ids_unreserved"): (None if r["parsed"] is None
                                                                    else inv.disk_directory_id_ok(r["parsed"]))}
            for r in rows]
@@ -80,10 +96,10 @@ def _f_disk_inventory(b: Build) -> Frame:
 def _f_registered_on_disk(b: Build) -> Frame:
     cols = {"broker_id": "Int64", "directory": "string", "offset": "Int64",
             column_of("I24.online_directories_on_disk"): "boolean", "disks": "object"}
-    if not b.inputs.dirs:
-        return Frame("registered_on_disk", make_frame([], cols), ("row", "offset", "broker_id"),
-                     skip="needs a meta.properties inventory (--dirs)")
-    rows, problem = _inventory_rows(b)
+    got = _inventory_rows(b)
+    if got is None:
+        return Frame("registered_on_disk", make_frame([], cols), ("row", "offset", "broker_id"), skip=NO_INVENTORY)
+    rows, problem = got
     disks: dict[int, set[Uuid]] = {}
     for r in rows:
         if r["node_id"] is not None and r["parsed"] is not None:
@@ -123,12 +139,13 @@ def _config_dir_counts(paths: Sequence[Path]) -> list[dict[str, Any]]:
 def _f_configured_dirs(b: Build) -> Frame:
     cols = {"node_id": "Int64", "source": "string", "data_dirs": "Int64", "metadata_version": "string",
             "I22_jbod_needs_3_7_iv2": "boolean"}
-    if b.inputs.empty:
+    got = _inventory_rows(b)
+    if got is None and not b.inputs.broker_configs:
         return Frame("configured_dirs", make_frame([], cols), ("row", "node_id", "source"),
-                     skip="needs a meta.properties inventory (--dirs) or broker configs (--broker-config)")
+                     skip=NO_INVENTORY + ", or broker configs (--broker-config)")
     counts = _config_dir_counts(b.inputs.broker_configs)
-    if b.inputs.dirs:
-        rows, _problem = _inventory_rows(b)
+    if got is not None:
+        rows, _problem = got
         per_node: dict[int | None, int] = {}
         for r in rows:
             if not _is_metadata_only(Path(r["path"])):

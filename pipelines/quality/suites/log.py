@@ -39,8 +39,8 @@ CHECKS: tuple[Check, ...] = (
 
 SKIPS: tuple[Skip, ...] = (
     Skip("I20.snapshot_equals_replay", "log", "I20",
-         "the tables hold one replay; comparing a snapshot with the replay up to it needs the snapshot files "
-         "(tests/conformance checks the real samples)"),
+         "the tables hold one replay; comparing a snapshot with the replay up to it needs the snapshot files, "
+         "which the tables do not keep"),
 )
 
 #: Step-scope invariants only a whole record batch can decide; the log suite runs the model's step checks for these.

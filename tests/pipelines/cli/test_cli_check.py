@@ -139,3 +139,25 @@ def test_bad_input_exits_2(demo: Path, tmp_path: Path) -> None:
     assert result.exit_code == EXIT_INPUT and "quality.suites" in result.output
     result = check("--tables", str(demo), "--engine", "dask", "--no-docs")
     assert result.exit_code == EXIT_INPUT and "quality.engine" in result.output
+
+
+def test_the_inventory_that_run_loaded_is_read_without_dirs(tmp_path: Path) -> None:
+    """``jbod run`` loads the demo's disks into dir_inventory; ``jbod check --tables`` then checks I22/I24 against
+    them instead of skipping with "needs --dirs" (issue #15 item 9)."""
+    from jbod_model.meta_properties import inventory
+    from jbod_model.stream import load_jsonl
+    from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
+    from pipelines.lakehouse.tables import load_dir_inventory
+    from pipelines.streaming.job import DEMO_INPUT
+
+    # Keyed as `jbod run` keys the demo: by the cluster.id its disks' meta.properties carry.
+    tables = write_lakehouse(tmp_path / "lakehouse", DEMO_CLUSTER_ID, load_jsonl(DEMO_INPUT), input_kind="jsonl")
+    before = json.loads(check("--tables", str(tables), "--suite", "external", "--json", "--no-docs").stdout)
+    assert {r["status"] for r in before["results"] if r["invariant"] in ("I22", "I24")} == {"skipped"}
+    load_dir_inventory(tables, inventory(sorted(p for p in DEMO_LOG_DIRS.iterdir() if p.is_dir()), as_root=True))
+    result = check("--tables", str(tables), "--suite", "external", "--json", "--no-docs")
+    assert result.exit_code == 0, result.output
+    statuses = {r["expectation"]: r["status"] for r in json.loads(result.stdout)["results"]}
+    assert statuses["I24.online_directories_on_disk"] == "passed"
+    assert statuses["I24.disk_directory_ids_unique"] == "passed"
+    assert statuses["I22.jbod_needs_3_7_iv2"] == "passed"

@@ -133,6 +133,8 @@ def test_skip_policy_keeps_the_good_records(tmp_path: Path) -> None:
     assert runner.invoke(app, ["image", str(seg)]).exit_code == EXIT_DECODE
     result = runner.invoke(app, ["image", str(seg), "--json", "--policy", "skip"])
     assert result.exit_code == 0 and "skipped" in result.stderr
+    # The counts are what was read: the line must not read as if 1 file, N records were skipped.
+    assert result.stderr.startswith("read with damage skipped (--policy skip): 1 file"), result.stderr
     assert json.loads(result.stdout) == image_to_json(replay_records(records))  # type: ignore[arg-type]
 
 
@@ -190,7 +192,7 @@ def test_whatif_by_uuid_and_by_meta_properties_path(tmp_path: Path) -> None:
     by_path = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", str(disk), "--json"])
     assert json.loads(by_path.stdout) == doc
     table = runner.invoke(app, ["whatif", str(DEMO), "--fail-dir", str(disk)])
-    assert "1 partitions lose their leader" in table.stdout and "leader moves" in table.stdout
+    assert "1 partition loses its leader" in table.stdout and "leader moves" in table.stdout
 
 
 def test_whatif_on_a_directory_no_broker_has_is_an_input_error() -> None:

@@ -45,7 +45,7 @@ def test_a_scenario_writes_a_replayable_log(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     code, text = invoke("demo", "--out", str(out), "--seed", "2")
     assert code == 0, text
-    assert "demo (seed 2)" in text and "Every TLA+ property and invariant held." in text
+    assert "demo (seed 2)" in text and "Every property and invariant held." in text
     log = MetadataLog.open(out / "metadata")
     image = replay_entries(log.read(from_snapshot=False))
     assert image.same_state(replay_entries(log.read(from_snapshot=True)))

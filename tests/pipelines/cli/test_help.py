@@ -3,6 +3,8 @@ paragraph, not a docstring broken at the source's line width."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -34,3 +36,38 @@ def test_the_command_list_names_every_command() -> None:
     for name in ("image", "controller", "inspect", "dirs", "whatif", "run", "report", "simulate", "check",
                  "maintain", "notebook", "jobs"):
         assert f" {name} " in result.output, name
+
+
+#: What typer writes in place of a metavar: ``<bool>`` for a flag (even ``--help``), ``<str>``, ``<list[Path]>``.
+PYTHON_TYPE_METAVAR = re.compile(r"<(?:bool|str|int|float|path|Path|list\[[^\]]*\]|int range|float range)>")
+
+
+@pytest.mark.parametrize("argv", [[], *COMMANDS], ids=lambda a: " ".join(a) or "jbod")
+def test_help_shows_click_metavars_not_python_types(argv: list[str]) -> None:
+    result = runner.invoke(app, [*argv, "--help"])
+    assert result.exit_code == 0, result.output
+    assert not PYTHON_TYPE_METAVAR.findall(result.output), result.output
+
+
+def test_flags_take_no_value_and_choices_are_listed() -> None:
+    out = runner.invoke(app, ["image", "--help"]).output
+    assert re.search(r"--json\s+Machine-readable", out), out  # no metavar: --json takes no value
+    assert "[fail|skip]" in out
+    bad = runner.invoke(app, ["image", "x.jsonl", "--policy", "maybe"])
+    assert bad.exit_code == 2 and "'maybe' is not one of" in bad.output
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert re.fullmatch(r"jbod \(kraft-jbod\) \d+\.\d+\.\d+\S*\n", result.stdout), result.stdout
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["image", "/no/such/input"], "/no/such/input: no such file or directory"),
+    (["simulate", "no-such-scenario"], "--out DIR is required"),
+])
+def test_errors_share_one_prefix(argv: list[str], message: str) -> None:
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ") and message in result.stderr, result.stderr

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -67,7 +69,8 @@ def test_list_and_crontab(tmp_path: Path) -> None:
     cron = runner.invoke(app, ["jobs", "crontab", "--file", str(path), "--workdir", str(tmp_path),
                                "--log-dir", "/var/log/jbod"]).stdout.splitlines()
     assert cron[0].startswith("#") and len(cron) == 3  # 'adhoc' has no schedule
-    assert cron[1].startswith("*/15 * * * * cd ") and "jbod jobs run replay --file" in cron[1]
+    assert cron[1].startswith("*/15 * * * * cd ") and "/__main__.py jobs run replay --file" in cron[1]
+    assert shlex.split(cron[1])[8].startswith("/")  # the interpreter, by absolute path
     assert cron[1].endswith(">> /var/log/jbod/replay.log 2>&1")
 
 
@@ -177,6 +180,40 @@ def test_crontab_lists_the_variables_and_can_carry_their_values(tmp_path: Path) 
     assert carried.index("JOBS_TEST_HOME=/srv/jbod") < next(i for i, x in enumerate(carried) if "needs-home" in x)
 
 
+def test_crontab_lines_run_under_crons_environment(tmp_path: Path) -> None:
+    """cron runs a line with ``sh -c``, PATH=/usr/bin:/bin and only the crontab's NAME=value lines set: the line
+    must not rely on a ``jbod`` on this shell's PATH (``sh: 1: jbod: not found``, exit 127)."""
+    path = jobs_file(tmp_path, """
+version: 1
+jobs:
+  replay:
+    command: image
+    args: ["${JOBS_TEST_DEMO}", "--json"]
+    schedule: "*/15 * * * *"
+""")
+    lines = CliRunner(env={"COLUMNS": "200", "JOBS_TEST_DEMO": str(DEMO)}).invoke(
+        app, ["jobs", "crontab", "--file", str(path), "--workdir", str(tmp_path), "--with-env"]).stdout.splitlines()
+    cron_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh"}
+    cron_env.update(line.split("=", 1) for line in lines if re.match(r"^[A-Z_]+=", line))
+    [job_line] = [line for line in lines if line.startswith("*/15 ")]
+    command = job_line.split(" ", 5)[5]
+    done = subprocess.run(["/bin/sh", "-c", command], env=cron_env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, (command, done.stderr)
+    assert '"featureLevel":21' in done.stdout
+
+
+def test_serve_says_when_a_jobs_input_does_not_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``JBOD_HOME=/var/lib/kraft-jbod jbod jobs serve`` on a machine without that folder stops at once, naming
+    the job and the path, instead of waiting for the first schedule to fail."""
+    monkeypatch.setenv("JBOD_HOME", str(tmp_path / "nowhere"))
+    result = runner.invoke(app, ["jobs", "serve", "--file", str(JOBS_FILE), "--log-dir", str(tmp_path / "logs"),
+                                 "--once"])
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert "job 'ingest'" in result.stderr and str(tmp_path / "nowhere" / "metadata") in result.stderr
+    assert "does not exist" in result.stderr
+
+
 # --- the shipped jobs file -----------------------------------------------------------------------------------
 
 
@@ -202,7 +239,7 @@ def test_the_demo_jobs_run_from_a_fresh_clone_without_environment(monkeypatch: p
     result = runner.invoke(app, ["jobs", "run", "disk-risk"])
     assert result.exit_code == 0, result.output
     assert result.stderr.index("job demo-image") < result.stderr.index("job disk-risk")
-    assert "lose their leader" in result.stdout or "losesLeader" in result.stdout
+    assert "loses its leader" in result.stdout or "losesLeader" in result.stdout
 
 
 def test_spark_submit_prints_a_command_line_for_the_jobs_profile(tmp_path: Path) -> None:

@@ -1,0 +1,26 @@
+"""Counts and name lists in the words of the reports and the CLI: ``1 open incident``, ``55: a-0, b-1, … and 45
+more``. Kept apart from :mod:`pipelines.report.render` (matplotlib, jinja2) so that a quick command can use them
+without loading plotting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 open incident``, ``2 open incidents``: a count with its noun in the right number."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+#: How many names a collapsed list shows before ``and N more``.
+FIRST_NAMES = 10
+
+
+def collapsed(names: Sequence[str], first: int = FIRST_NAMES) -> str:
+    """A list of names for one line: all of them when there are at most ``first`` (+1: ``and 1 more`` would save
+    nothing), else the count, the first ``first`` and how many more — a line of 55 partition names is unreadable
+    in a terminal and useless in a log."""
+    if len(names) <= first + 1:
+        return ", ".join(names)
+    return f"{len(names)}: {', '.join(names[:first])} and {len(names) - first} more"
