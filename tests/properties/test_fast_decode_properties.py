@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_binary_properties import RECORD_VERSIONS, message_strategy
+from record_strategies import RECORD_VERSIONS, message_strategy
 
 from jbod_model.errors import DecodeError
 from jbod_model.image import PartitionRegistration
