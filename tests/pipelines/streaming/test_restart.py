@@ -17,7 +17,6 @@ from jbod_model.records.entry import group_batches
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.simulator.output import append_to_segment, write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
-from jbod_model.storage.log_writer import encode_batch
 from pipelines.lakehouse.tables import DeltaRsWriter, TableWriter
 from pipelines.streaming.job import run_job
 
@@ -34,14 +33,11 @@ def test_restart_while_the_log_grows(spark: SparkSession, tmp_path: Path) -> Non
     segment = node / METADATA_PARTITION_DIR / segment_file_name(0)
     tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
 
-    # Run 1 sees the first third plus half a batch still being written: it must stop before the torn batch.
-    torn = encode_batch(second[0], leader_epoch=1, timestamp=second[0][0].timestamp)
-    with segment.open("ab") as f:
-        f.write(torn[: len(torn) // 2])
+    # Run 1 sees the first third. (A half-written batch at the end is no longer passed over silently by a run
+    # without --follow: it is the reader's torn-tail error, or a log_gaps row under --policy skip — see
+    # test_bad_input_job.py; with --follow the job waits for the write to finish.)
     run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
-    # Run 2: the torn batch completed, the active segment grew, then a new segment was rolled.
-    with segment.open("r+b") as f:
-        f.truncate(segment.stat().st_size - len(torn) // 2)
+    # Run 2: the active segment grew, then a new segment was rolled.
     append_to_segment(segment, [e for b in second for e in b])
     write_segment_at = node / METADATA_PARTITION_DIR / segment_file_name(third[0][0].offset)
     write_segment_at.write_bytes(b"")
