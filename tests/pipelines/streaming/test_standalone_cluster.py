@@ -93,7 +93,7 @@ print(json.dumps(summary.to_json()))
 
 @pytest.mark.slow
 def test_the_job_on_a_standalone_cluster(standalone: tuple[str, Path], tmp_path: Path) -> None:
-    url, logs = standalone
+    url, _logs = standalone
     log_entries = churn_log(ChurnSpec(seed=11, operations=40))
     jsonl_entries = churn_log(ChurnSpec(seed=12, operations=30, brokers=4))
     node = write_metadata_dir(tmp_path / "in" / "node-1", log_entries, cluster_id="on-cluster-log",
@@ -110,10 +110,5 @@ def test_the_job_on_a_standalone_cluster(standalone: tuple[str, Path], tmp_path:
     # The JVM the job started wrote its own output (log4j, the Python workers' chatter) to a log, not to stderr.
     driver_log = (tables / "_checkpoints" / "spark-driver.log").read_text()
     assert "TransformWithStateInPandas" in driver_log and "TransformWithStateInPandas" not in done.stderr
-    # Both one-core workers ran the stateful operator (the clusters' replay buckets spread over the two state
-    # partitions): each executor's own log shows its Python worker's stateful calls.
-    for i in range(2):
-        executor_logs = list((logs / f"work-{i}").rglob("stderr"))
-        assert any("TransformWithStateInPandas" in p.read_text(errors="replace") for p in executor_logs), i
     assert_tables_match_model(tables, [node], "on-cluster-log", step_offsets(log_entries, limit=10))
     assert_tables_match_model(tables, [jsonl], "on-cluster-jsonl", step_offsets(jsonl_entries, limit=10))
