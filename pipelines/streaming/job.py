@@ -30,7 +30,7 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_rows
+from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
@@ -63,6 +63,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
+    # pyspark's worker daemon without a per-task re-read of the jars on the workers' path (≈ 0.8 s a task):
+    # pipelines/streaming/daemon.py.
+    "spark.python.daemon.module": "pipelines.streaming.daemon",
 }
 
 
@@ -235,7 +238,7 @@ def halted_clusters(tables_dir: Path) -> dict[str, int]:
 
 class _Sink:
     """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), settle the buckets'
-    rows into the clusters' (``pipelines.streaming.processor.settle_rows``), write them."""
+    rows into the clusters' (``pipelines.streaming.processor.settle_batch``), write them."""
 
     def __init__(self, make_writer: Any, checkpoint_dir: Path,
                  on_batch: Callable[[BatchStats], None] | None = None,
@@ -254,10 +257,10 @@ class _Sink:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        rows = settle_rows(df.toArrow().to_pylist(), self._halted)
+        rows = settle_batch(df.toArrow(), self._halted)
         computed = time.monotonic()
-        written = self._writer.write_batch(batch_id, rows) if rows else {}
-        self.stats.append(BatchStats(batch_id, len(rows), written, time.monotonic() - started,
+        written = self._writer.write_batch(batch_id, rows) if rows.num_rows else {}
+        self.stats.append(BatchStats(batch_id, rows.num_rows, written, time.monotonic() - started,
                                      computed - started))
         if self._on_batch is not None:
             self._on_batch(self.stats[-1])

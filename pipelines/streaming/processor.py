@@ -24,7 +24,8 @@ moves values between Spark state, ``jbod_model`` objects and output rows.
 
 Output rows are ``(cluster_id, ord, table, payload)``: ``payload`` is a JSON object, either a row of an append-only
 table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a keyed entity
-(``{"k": key, "o": offset, "t": ms, "v": value or null}``) that :mod:`pipelines.lakehouse.tables` turns into current and
+(``pipelines.lakehouse.tables.event_payload``: the key by column name, ``o`` offset, ``t`` ms, ``v`` value or
+null) that :mod:`pipelines.lakehouse.tables` turns into current and
 history rows.
 """
 
@@ -37,6 +38,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import (
     MapState,
     StatefulProcessor,
@@ -65,6 +68,7 @@ from jbod_model.records.json_codec import dumps, record_to_json
 from jbod_model.replicas import ReplicaState
 from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.tables import event_payload
 from pipelines.streaming.codec import (
     broker_from_text,
     broker_to_text,
@@ -293,7 +297,7 @@ class RowSink:
         self.at.append(at)
 
     def event(self, entity: str, key: list[Any], step: Step, value: dict[str, Any] | None) -> None:
-        self.add(entity, {"k": key, "o": step.offset, "t": step.timestamp, "v": value}, step.offset)
+        self.add(entity, event_payload(entity, key, step.offset, step.timestamp, value), step.offset)
 
     def record(self, entry: LogEntry, applied: int | None, at: int, snapshot_index: int | None = None,
                offset: int | None = None) -> None:
@@ -559,6 +563,23 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: Value
     meta_state.update((replayer.last_offset, entries_to_text(pending_out) if pending_out else None, controller_out,
                        halted, origin, buckets))
     return sink
+
+
+#: Tables whose rows :func:`settle_rows` may merge or drop; every other row of an unhalted cluster passes as is.
+_SETTLED_TABLES = ("replay_faults", "log_gaps")
+
+
+def settle_batch(batch: pa.Table, halted: dict[str, int]) -> pa.Table:
+    """:func:`settle_rows` over a micro-batch as Arrow (what the sink collects). A batch without a fault or a
+    ``log_gaps`` row, of clusters none of which is halted — nearly every batch — passes unchanged, without turning
+    its rows into Python objects; the others go through :func:`settle_rows`."""
+    if batch.num_rows == 0:
+        return batch
+    special = pc.any(pc.is_in(batch.column("table"), pa.array(_SETTLED_TABLES))).as_py()
+    stopped = bool(halted) and pc.any(pc.is_in(batch.column("cluster_id"), pa.array(list(halted)))).as_py()
+    if not special and not stopped:
+        return batch
+    return pa.Table.from_pylist(settle_rows(batch.to_pylist(), halted), schema=batch.schema)
 
 
 def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict[str, Any]]:
