@@ -177,10 +177,22 @@ def tracked(entries: Iterable[StreamEntry], what: str) -> Iterator[StreamEntry]:
             yield entry
 
 
+class SparkProgress:
+    """What :func:`batch_progress` yields: called with each micro-batch's
+    :class:`pipelines.streaming.job.BatchStats`; :meth:`session_started` when the Spark session is up."""
+
+    def __init__(self, on_batch: Callable[[Any], None], on_session: Callable[[], None]) -> None:
+        self._on_batch, self.session_started = on_batch, on_session
+
+    def __call__(self, stats: Any) -> None:
+        self._on_batch(stats)
+
+
 @contextmanager
-def batch_progress() -> Iterator[Callable[[Any], None]]:
-    """A callback for the Spark job's micro-batches (:class:`pipelines.streaming.job.BatchStats`): a live line on a
-    terminal's stderr, else one line per batch on stderr (a scheduled job's log shows how far a long replay got)."""
+def batch_progress() -> Iterator[SparkProgress]:
+    """The Spark job's progress on stderr: on a terminal a live line — "starting Spark" while the session starts
+    (about ten seconds that would otherwise look hung), then each micro-batch; else one line per micro-batch (a
+    scheduled job's log shows how far a long replay got)."""
     out = console(stderr=True)
     done = {"batches": 0, "rows": 0}
 
@@ -192,12 +204,19 @@ def batch_progress() -> Iterator[Callable[[Any], None]]:
                 f"{done['batches']} batches, {done['rows']:,} rows so far")
 
     if not out.is_terminal:
-        yield lambda stats: out.print(line(stats), highlight=False)
+        yield SparkProgress(lambda stats: out.print(line(stats), highlight=False), lambda: None)
         return
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=out, transient=True) as progress:
-        task = progress.add_task("replaying on Spark: waiting for the first micro-batch", total=None)
-        yield lambda stats: progress.update(task, description=line(stats))
+    # While the JVM starts, the job points file descriptors 1 and 2 at its log (pipelines.streaming.job
+    # spark_session): a line drawn on fd 2 would land in that file and the terminal would show a spinner frozen at
+    # 0:00:00 until Spark is up. The live line is drawn on a copy of the terminal's fd 2, which no redirect moves.
+    with os.fdopen(os.dup(out.file.fileno()), "w", buffering=1) as terminal:
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+        live = Console(file=terminal, soft_wrap=True)
+        with Progress(*columns, console=live, transient=True) as progress:
+            task = progress.add_task("starting Spark", total=None)
+            yield SparkProgress(
+                lambda stats: progress.update(task, description=line(stats)),
+                lambda: progress.update(task, description="replaying on Spark: waiting for the first micro-batch"))
 
 
 def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
