@@ -274,7 +274,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
             stop_when: Callable[[], bool] | None = None,
             policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None,
-            buckets: int | None = None) -> RunSummary:
+            on_session: Callable[[], None] | None = None, buckets: int | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -283,7 +283,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
     until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
-    ``on_batch`` is called after each micro-batch is written (progress for a long replay). ``buckets``: replay
+    ``on_batch`` is called after each micro-batch is written (progress for a long replay), ``on_session`` once the
+    Spark session is up (its start takes seconds: a progress display says what it waits for). ``buckets``: replay
     buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint).
     """
     if not inputs:
@@ -304,6 +305,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     own_session = spark is None
     jvm_log = checkpoint.parent / "spark-driver.log"
     session = spark or spark_session(master, conf, jvm_log=jvm_log)
+    if on_session is not None:
+        on_session()
     register(session)
     if writer_factory is not None:
         make_writer = writer_factory
@@ -407,14 +410,15 @@ def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary
 
 def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: bool | None = None,
                     timeout_seconds: int | None = None,
-                    on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
+                    on_batch: Callable[[BatchStats], None] | None = None,
+                    on_session: Callable[[], None] | None = None) -> RunSummary:
     """:func:`run_job` with a resolved configuration (``pipelines.config.profiles``: CLI > environment > profile)."""
     keep_following = config.trigger is Trigger.CONTINUOUS if follow is None else follow
     return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
                    conf=config.spark.conf, cluster_id=config.cluster_id,
                    max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
                    follow=keep_following, timeout_seconds=timeout_seconds, policy=config.read_policy,
-                   on_batch=on_batch, buckets=config.buckets)
+                   on_batch=on_batch, on_session=on_session, buckets=config.buckets)
 
 
 @contextmanager

@@ -48,7 +48,7 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
-from jbod_model.buckets import check_buckets, halted_after, owned_step
+from jbod_model.buckets import check_buckets, cluster_halt, owned_step, past_halt
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -95,7 +95,7 @@ PARTITION_CHUNKS = 256
 
 
 def _bucket(key: PartitionKey) -> int:
-    return zlib.crc32(f"{key[0]}:{key[1]}".encode()) % BROKER_INDEX_BUCKETS
+    return zlib.crc32(_key_text(key).encode()) % BROKER_INDEX_BUCKETS
 
 
 def _chunk(key_text: str) -> int:
@@ -585,28 +585,25 @@ def settle_batch(batch: pa.Table, halted: dict[str, int]) -> pa.Table:
 def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict[str, Any]]:
     """One micro-batch's output rows of every bucket, as the cluster's: what the job writes.
 
-    * A replay fault halts the whole cluster at its offset, as the pure replay stops at the first entry it
-      refuses (``jbod_model.buckets.halted_after``): the earliest fault row is kept (every bucket reports a fault
-      on a record they all replay: one row), and every row of a step at or after it is dropped — the buckets that
-      did not see the faulting entry went on. ``halted`` (cluster → fault offset, from earlier batches' faults;
-      updated here) keeps them stopped in later batches.
+    * A replay fault halts the whole cluster at its offset (the rule: ``jbod_model.buckets.cluster_halt`` and
+      ``past_halt``): one fault row is kept, and every row of a step at or after it is dropped. ``halted``
+      (cluster → fault offset, from earlier batches' faults; updated here) keeps it stopped in later batches.
     * The ``log_gaps`` row of a re-bootstrap is counted per bucket: the partial rows are summed into one; the row
       of a record left out after a skipped range, reported by every bucket that replays the record, is kept once.
 
     Rows are the operator's (``cluster_id, ord, table, payload, bucket, at``); with one bucket nothing changes.
     """
-    faults: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
+    faults: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row["table"] == "replay_faults" and row["at"] is not None:
-            faults.setdefault(row["cluster_id"], []).append((int(row["at"]), int(row["bucket"]), row))
+            faults.setdefault(row["cluster_id"], []).append(row)
     keep_fault: dict[str, int] = {}
     for cluster_id, found in faults.items():
-        at, _bucket, first = min(found, key=lambda f: (f[0], f[1]))
-        stop = halted_after([halted.get(cluster_id), at])
+        stop, first = cluster_halt(halted.get(cluster_id), [(int(f["at"]), int(f["bucket"])) for f in found])
         assert stop is not None
         halted[cluster_id] = stop
-        if stop == at:
-            keep_fault[cluster_id] = id(first)
+        if first is not None:
+            keep_fault[cluster_id] = id(found[first])
     out: list[dict[str, Any]] = []
     gaps: dict[tuple[str, int], dict[str, Any]] = {}
     # A record left out after a skipped range (``jbod_model.gaps``) that every bucket replays is reported by each.
@@ -616,7 +613,7 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
         stop = halted.get(cluster_id)
         if row["table"] == "replay_faults" and keep_fault.get(cluster_id) != id(row):
             continue
-        if stop is not None and at is not None and at >= stop and keep_fault.get(cluster_id) != id(row):
+        if past_halt(at, stop) and keep_fault.get(cluster_id) != id(row):
             continue
         if row["table"] == "log_gaps":
             payload = json.loads(row["payload"])
