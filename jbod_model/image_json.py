@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from jbod_model.directory_id import DirectoryState
 from jbod_model.image import ClusterImage, MetadataImage
-from jbod_model.records.json_codec import dumps
+from jbod_model.records.json_codec import dumps_without_floats
 from jbod_model.replicas import offline_reason
 from jbod_model.slots import gc_paused
 from jbod_model.uuid import Uuid
@@ -80,13 +78,9 @@ def _image_to_json(image: MetadataImage) -> dict[str, Any]:
 
 
 def image_json_text(doc: dict[str, Any]) -> str:
-    """The text of an image JSON document, exactly as :func:`jbod_model.records.json_codec.dumps` writes it
-    (compact, non-ASCII raw), by orjson: the two differ only on floats (exponents, non-finite values), which the
-    image contract has none of, and on integers beyond 64 bits, for which this falls back to ``dumps``."""
-    try:
-        return orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
-    except orjson.JSONEncodeError:
-        return dumps(doc)
+    """The text of an image JSON document, exactly as :func:`jbod_model.records.json_codec.dumps` writes it: the
+    image contract holds no float (:func:`~jbod_model.records.json_codec.dumps_without_floats`)."""
+    return dumps_without_floats(doc)
 
 
 def _broker_of(pair: tuple[int, Uuid]) -> int:

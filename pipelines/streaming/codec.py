@@ -10,12 +10,13 @@ positional JSON array.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+import orjson
 
 from jbod_model.buckets import is_shared, record_owner
 from jbod_model.controller.context import BrokerHeartbeatState, ControllerState
@@ -23,7 +24,8 @@ from jbod_model.errors import InputError
 from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.metadata_version import IBP_4_0_IV0, MetadataVersion
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
+from jbod_model.records.json_codec import dumps_without_floats as dumps
+from jbod_model.records.json_codec import record_from_json, record_to_json
 from jbod_model.records.metadata import RegisterBrokerRecord
 from jbod_model.stream import RequestEntry, StreamEntry, entry_from_json, entry_to_json
 from jbod_model.uuid import Uuid
@@ -37,7 +39,7 @@ def broker_to_text(reg: BrokerRegistration) -> str:
 
 
 def broker_from_text(text: str) -> BrokerRegistration:
-    record = record_from_json(json.loads(text), "stored broker")
+    record = record_from_json(orjson.loads(text), "stored broker")
     if not isinstance(record, RegisterBrokerRecord):
         raise InputError(f"stored broker is a {type(record).__name__}")
     return BrokerRegistration.from_record(record)
@@ -55,7 +57,7 @@ def partition_to_text(p: PartitionRegistration) -> str:
 
 
 def partition_from_text(text: str) -> PartitionRegistration:
-    return partition_from_json(json.loads(text))
+    return partition_from_json(orjson.loads(text))
 
 
 def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
@@ -75,7 +77,7 @@ def entries_to_text(entries: Sequence[LogEntry]) -> str:
 
 def entries_from_text(text: str) -> tuple[LogEntry, ...]:
     out = []
-    for obj in json.loads(text):
+    for obj in orjson.loads(text):
         entry = entry_from_json(obj, "stored entry", obj.get("source"))
         if not isinstance(entry, LogEntry):
             raise InputError("stored transaction holds a request")
@@ -91,7 +93,7 @@ def controller_state_to_text(state: ControllerState, next_offset: int) -> str:
 
 
 def controller_state_from_text(text: str) -> tuple[ControllerState, int]:
-    obj = json.loads(text)
+    obj = orjson.loads(text)
     offsets = {int(b): int(o) for b, o in obj["reg"].items()}
     heartbeats = {int(b): BrokerHeartbeatState(fenced=bool(h[0]), metadata_offset=int(h[1]),
                                                 controlled_shutdown_offset=int(h[2])) for b, h in obj["hb"].items()}
@@ -190,7 +192,7 @@ def fan_out(row: InputRow, buckets: int) -> Iterator[InputRow]:
 def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:
     """The stream entry of an input row (columns by name)."""
     obj: dict[str, Any] = {"type": row["type"], "version": _int(row["version"]),
-                           "data": None if row["data"] is None else json.loads(row["data"])}
+                           "data": None if row["data"] is None else orjson.loads(row["data"])}
     if row.get("payload") is not None:
         obj["payload"] = row["payload"]
     for key, column in (("offset", "offset"), ("timestamp", "timestamp"), ("leaderEpoch", "leader_epoch"),

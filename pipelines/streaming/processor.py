@@ -31,12 +31,12 @@ history rows.
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,7 +64,8 @@ from jbod_model.errors import InputError, JbodError, ReplayFault
 from jbod_model.gaps import Consequence, GapConsequences
 from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import dumps, record_to_json
+from jbod_model.records.json_codec import dumps_without_floats as dumps
+from jbod_model.records.json_codec import record_to_json
 from jbod_model.replicas import ReplicaState
 from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
@@ -128,7 +129,7 @@ class StateStore:
         found = self._chunks.get(chunk)
         if found is None:
             value = self._h["partitions"].getValue((chunk,))
-            found = {} if value is None else json.loads(value[0])
+            found = {} if value is None else orjson.loads(value[0])
             if value is not None:
                 self._stored_chunks.add(chunk)
             self._chunks[chunk] = found
@@ -154,7 +155,7 @@ class StateStore:
         value = self._h["topics"].getValue((str(topic_id),))
         if value is None:
             return None
-        return StoredTopic(value[0], tuple((int(a), int(b)) for a, b in json.loads(value[1])))
+        return StoredTopic(value[0], tuple((int(a), int(b)) for a, b in orjson.loads(value[1])))
 
     def topic_ids(self) -> Iterable[Uuid]:
         keys = self._h["topics"].keys()
@@ -174,12 +175,12 @@ class StateStore:
         for bucket in range(BROKER_INDEX_BUCKETS):
             value = self._h["broker_parts"].getValue((broker_id, bucket))
             if value is not None:
-                out.extend(_key_from_text(k) for k in json.loads(value[0]))
+                out.extend(_key_from_text(k) for k in orjson.loads(value[0]))
         return out
 
     def config(self, resource: tuple[int, str]) -> Mapping[str, str] | None:
         value = self._h["configs"].getValue((int(resource[0]), str(resource[1])))
-        return None if value is None else dict(json.loads(value[0]))
+        return None if value is None else dict(orjson.loads(value[0]))
 
     def config_resources(self) -> Iterable[tuple[int, str]]:
         keys = self._h["configs"].keys()
@@ -191,7 +192,7 @@ class StateStore:
         self._last_offset = w.last_offset
         _put(h["features"], {(k,): None if v is None else (v,) for k, v in w.features.items()})
         _put(h["brokers"], {(k,): None if v is None else (broker_to_text(v),) for k, v in w.brokers.items()})
-        _put(h["topics"], {(str(k),): None if v is None else (v.name, json.dumps([list(r) for r in v.partition_ids]))
+        _put(h["topics"], {(str(k),): None if v is None else (v.name, dumps([list(r) for r in v.partition_ids]))
                            for k, v in w.topics.items()})
         _put(h["topic_names"], {(k,): None if v is None else (str(v),) for k, v in w.topic_names.items()})
         by_chunk: dict[int, dict[str, PartitionRegistration | None]] = {}
@@ -220,14 +221,14 @@ class StateStore:
                 by_bucket.setdefault(_bucket(key), {})[key] = present
             for bucket, bucket_changes in by_bucket.items():
                 current = h["broker_parts"].getValue((broker_id, bucket))
-                keys = set(json.loads(current[0])) if current is not None else set()
+                keys = set(orjson.loads(current[0])) if current is not None else set()
                 for key, present in bucket_changes.items():
                     if present:
                         keys.add(_key_text(key))
                     else:
                         keys.discard(_key_text(key))
                 if keys:
-                    h["broker_parts"].updateValue((broker_id, bucket), (json.dumps(sorted(keys)),))
+                    h["broker_parts"].updateValue((broker_id, bucket), (dumps(sorted(keys)),))
                 elif current is not None:
                     h["broker_parts"].removeKey((broker_id, bucket))
 
@@ -616,11 +617,11 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
         if past_halt(at, stop) and keep_fault.get(cluster_id) != id(row):
             continue
         if row["table"] == "log_gaps":
-            payload = json.loads(row["payload"])
+            payload = orjson.loads(row["payload"])
             if payload["snapshot_end_offset"] is not None:
                 key = (cluster_id, int(payload["first_missing_offset"]))
                 if key in gaps:
-                    merged = json.loads(gaps[key]["payload"])
+                    merged = orjson.loads(gaps[key]["payload"])
                     merged["changed_rows"] += payload["changed_rows"]
                     merged["dropped_records"] += payload["dropped_records"]
                     merged["snapshot_source"] = merged["snapshot_source"] or payload["snapshot_source"]
