@@ -33,8 +33,11 @@ from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWri
 from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
-#: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
-DEFAULT_MAX_ENTRIES_PER_BATCH = 20_000
+#: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
+#: pays a fixed price — planning, a task per state partition, the state store's commit, a Delta commit per table,
+#: a rewrite of each partition chunk it touches (most of them) — so larger batches cost less per entry
+#: (docs/state-design.md "Where the time goes").
+DEFAULT_MAX_ENTRIES_PER_BATCH = 100_000
 
 #: Replay buckets per cluster when not given (``jbod_model.buckets``): a cluster's keys spread over the state
 #: partitions, so one cluster uses every core of a small machine. Fixed into the checkpoint.
