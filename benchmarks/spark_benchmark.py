@@ -13,13 +13,17 @@ dir and as canonical JSONL, then measures, in one run on the same machine:
    pays per run once the cluster is loaded.
 
 Usage: ``python benchmarks/spark_benchmark.py [--topics N] [--partitions-per-topic N] [--operations N] [--runs …]
-[--out DIR] [--json]``.
+[--out DIR] [--json]``, or on a cached benchmark cluster (``benchmarks/clusters.py``: the 200 k-partition log the
+model's and the tables' benchmarks read too): ``python benchmarks/spark_benchmark.py --partitions 200011 [--runs …]``.
+There the log's last segment is held back for the incremental run (its share of the records is printed), and the
+final snapshot is left out so that every run reads the log from its start.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -73,19 +77,112 @@ def _check_duckdb(duck: dict[str, Any], image: dict[str, Any]) -> None:
 
 def _spark_run(work: Path, master: str, buckets: int, pure_image: dict[str, Any]) -> dict[str, float]:
     """One full ``run_job`` from an empty checkpoint in a fresh session; the tables checked against the model."""
-    tables = work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
+    tables = _tables_dir(work, master, buckets)
     shutil.rmtree(tables, ignore_errors=True)
     started = time.perf_counter()
     spark = spark_session(master)
     session = time.perf_counter() - started
     try:
         run = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
-        assert as_of_image(tables, "bench") == pure_image, f"{master}, {buckets} buckets: tables differ from the model"
+        assert as_of_image(tables) == pure_image, f"{master}, {buckets} buckets: tables differ from the model"
     finally:
         spark.stop()
     return {"session_seconds": round(session, 2), "job_seconds": round(run.seconds, 2), "batches": len(run.batches),
             "compute_seconds": round(sum(b.compute_seconds for b in run.batches), 2),
             "write_seconds": round(sum(b.seconds - b.compute_seconds for b in run.batches), 2)}
+
+
+def _spark_runs(work: Path, runs: str, duck_seconds: float, pure_image: dict[str, Any],
+                ) -> tuple[dict[str, dict[str, float]], tuple[str, int]]:
+    out: dict[str, dict[str, float]] = {}
+    last: tuple[str, int] | None = None
+    for item in runs.split(","):
+        master, _, buckets = item.rpartition(":")
+        out[item] = _spark_run(work, master, int(buckets), pure_image)
+        out[item]["over_duckdb"] = round(out[item]["job_seconds"] / duck_seconds, 1)
+        last = (master, int(buckets))
+    assert last is not None
+    return out, last
+
+
+def _tables_dir(work: Path, master: str, buckets: int) -> Path:
+    return work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
+
+
+def _on_cached_cluster(args: argparse.Namespace) -> int:
+    """The benchmark on a cached benchmark cluster (see the module docstring)."""
+    from clusters import benchmark_cluster  # noqa: PLC0415 - beside this script; run as a script
+
+    cluster = benchmark_cluster(args.partitions)
+    work = args.out or Path(tempfile.mkdtemp(prefix="kraft-jbod-bench-"))
+    shutil.rmtree(work / "in", ignore_errors=True)
+    for old in work.glob("tables-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    node = work / "in" / "node-1"
+    part_dir = node / METADATA_PARTITION_DIR
+    part_dir.mkdir(parents=True)
+    source = cluster.node_dir / METADATA_PARTITION_DIR
+    for f in source.iterdir():
+        if f.suffix == ".log":
+            os.link(f, part_dir / f.name)
+        elif f.suffix != ".checkpoint":  # every run reads the log from its start
+            shutil.copy2(f, part_dir / f.name)
+    for meta in cluster.node_dir.glob("meta.properties"):
+        shutil.copy2(meta, node / meta.name)
+    segments = sorted(part_dir.glob("*.log"))
+    held = work / "held-back.log"
+    held.unlink(missing_ok=True)
+    segments[-1].rename(held)
+
+    # DuckDB reads every record of the log; the runs are timed on the log without its last segment and the
+    # incremental run adds it: the anchor's share is scaled to the records the full runs read.
+    total_records = int(cluster.summary["records"])
+    duck_seconds, duck_image = _duckdb(cluster.records_jsonl, work / "duckdb-image.json")
+    pure_all_seconds, pure_all = _pure_replay(cluster.node_dir)
+    _check_duckdb(duck_image, pure_all)
+    pure_seconds, pure_image = _pure_replay(node)
+    first_records = pure_image["lastOffset"] + 1
+    duck_share = duck_seconds * first_records / total_records
+    runs, (master, buckets) = _spark_runs(work, args.runs, duck_share, pure_image)
+
+    held.rename(segments[-1])
+    tables = _tables_dir(work, master, buckets)
+    spark = spark_session(master)
+    try:
+        second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
+    finally:
+        spark.stop()
+    _, pure_after = _pure_replay(node)
+    assert as_of_image(tables) == pure_after, "the incremental run differs from the pure model"
+    full = runs[f"{master}:{buckets}"]["job_seconds"]
+    results: dict[str, Any] = {
+        "cluster": cluster.shape.key, "records": total_records, "partitions": len(pure_all["partitions"]),
+        "replicas": len(pure_all["replicas"]),
+        "duckdb_seconds_all_records": round(duck_seconds, 2),
+        "pure_model_seconds_all_records": round(pure_all_seconds, 2),
+        "pure_over_duckdb": round(pure_all_seconds / duck_seconds, 2),
+        "full_run_records": first_records, "duckdb_seconds_scaled_to_full_run": round(duck_share, 2),
+        "pure_model_seconds_full_run": round(pure_seconds, 2),
+        "spark_runs": runs,
+        "incremental_records": total_records - first_records,
+        "incremental_share": round((total_records - first_records) / first_records, 3),
+        "incremental_seconds": round(second.seconds, 2),
+        "incremental_over_full": round(second.seconds / full, 3),
+        "work_dir": str(work),
+    }
+    keys = list(runs)
+    if len(keys) >= 2:
+        results["speedup_last_over_first"] = round(runs[keys[0]]["job_seconds"] / runs[keys[-1]]["job_seconds"], 2)
+    _print(results, as_json=args.json)
+    return 0
+
+
+def _print(results: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(results))
+        return
+    for key, value in results.items():
+        print(f"{key:34} {value}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +198,12 @@ def main(argv: list[str] | None = None) -> int:
                              "incremental run follows the last.")
     parser.add_argument("--out", type=Path, default=None, help="Work directory (default: a temporary one).")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON only.")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="Read the cached benchmark cluster of this many partitions (benchmarks/clusters.py, "
+                             "e.g. 200011) instead of generating a log from the options above.")
     args = parser.parse_args(argv)
+    if args.partitions is not None:
+        return _on_cached_cluster(args)
 
     spec = ChurnSpec(brokers=args.brokers, dirs_per_broker=args.dirs_per_broker, topics=args.topics,
                          partitions_per_topic=args.partitions_per_topic, replication_factor=3,
@@ -127,21 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     pure_seconds, pure_image = _pure_replay(node)
     _check_duckdb(duck_image, pure_image)
 
-    runs: dict[str, dict[str, float]] = {}
-    last: tuple[str, int] | None = None
-    for item in args.runs.split(","):
-        master, _, buckets = item.rpartition(":")
-        runs[item] = _spark_run(work, master, int(buckets), pure_image)
-        runs[item]["over_duckdb"] = round(runs[item]["job_seconds"] / duck_seconds, 1)
-        last = (master, int(buckets))
-    assert last is not None
+    runs, last = _spark_runs(work, args.runs, duck_seconds, pure_image)
 
     segments = sorted((node / METADATA_PARTITION_DIR).glob("*.log"))
     new_segment = node / METADATA_PARTITION_DIR / segment_file_name(extra[0].offset) if extra else segments[-1]
     new_segment.touch()
     append_to_segment(new_segment, extra)
     master, buckets = last
-    tables = work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
+    tables = _tables_dir(work, master, buckets)
     spark = spark_session(master)
     try:
         second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
@@ -170,11 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = list(runs)
     if len(keys) >= 2:
         results["speedup_last_over_first"] = round(runs[keys[0]]["job_seconds"] / runs[keys[-1]]["job_seconds"], 2)
-    if args.json:
-        print(json.dumps(results))
-    else:
-        for key, value in results.items():
-            print(f"{key:32} {value}")
+    _print(results, as_json=args.json)
     return 0
 
 

@@ -76,7 +76,7 @@ def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | No
                      "notReported": skipped}))
         return
     for row in rows:
-        shared.console().rule(f"cluster {row.cluster}")
+        shared.heading(f"cluster {row.cluster}")
         render_terminal(row.report, shared.console(), shared.table)
 
 

@@ -44,6 +44,16 @@ def console(*, stderr: bool = False) -> Console:
     return out
 
 
+def heading(text: str) -> None:
+    """A section heading on stdout: a rule across a terminal; in a pipe or a log (no width to fill) one line,
+    ``== text ==``, rather than a rule as wide as the unwrapped width."""
+    out = console()
+    if out.is_terminal or os.environ.get("COLUMNS"):
+        out.rule(text)
+    else:
+        print(f"== {text} ==")
+
+
 EXIT_INPUT, EXIT_DECODE, EXIT_REPLAY = 2, 3, 4
 
 InputsArg = Annotated[list[Path], typer.Argument(

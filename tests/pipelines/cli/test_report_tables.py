@@ -272,3 +272,8 @@ def test_all_clusters_is_each_clusters_own_report_worst_first(lake: Lake, tmp_pa
     assert "broker 2 /mnt/d1" in index, "offline disks are named by path in the index"
     wrong = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters", "--cluster", TRUNCATED])
     assert wrong.exit_code == 2 and "--all-clusters" in wrong.stderr
+    # In a pipe, each cluster's section starts with one short heading line, not a rule as wide as the unwrapped width.
+    text = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters"], env={"COLUMNS": None})
+    assert text.exit_code == 0, text.output
+    headings = [line for line in text.stdout.splitlines() if "cluster " in line and ("==" in line or "─" in line)]
+    assert headings == [f"== cluster {c} ==" for c in order]
