@@ -59,6 +59,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import record_from_json
 from jbod_model.records.metadata import Record
 from jbod_model.report import DirectoryPaths
+from jbod_model.slots import gc_paused
 from jbod_model.sources import snapshot_image
 from jbod_model.uuid import Uuid
 
@@ -629,8 +630,56 @@ def _entity_table(tables_dir: str | Path, entity: Entity, cluster: str, as_of_of
     return read_table(tables_dir, entity.history, where)
 
 
-def _rows(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None) -> list[dict[str, Any]]:
-    return list(_entity_table(tables_dir, entity, cluster, as_of_offset).to_pylist())
+def _last_of_each_key(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Table:
+    """Per key, its row with the greatest ``start``, ordered by key: one sort (keys, then start) and a mask of the
+    rows whose key differs from the next row's. Vectorised (pyarrow), where the SQL of :func:`resolved_sql` needs a
+    window or a join over every stored row."""
+    n = rows.num_rows
+    if n == 0:
+        return rows
+    ordered = rows.take(pc.sort_indices(rows, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")]))
+    last: pa.Array | pa.ChunkedArray | None = None
+    for key in keys:
+        column = ordered.column(key)
+        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
+        last = differs if last is None else pc.or_(last, differs)
+    assert last is not None
+    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
+    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+
+
+def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
+                 columns: Sequence[str]) -> pa.Table:
+    """The ``entity``'s live keys of ``cluster`` as of ``as_of_offset`` (None: the latest), with their key columns
+    and ``columns`` of its value, ordered by key — the same rows :func:`resolved_sql`'s view gives (the current
+    table, or the history's versions valid then), read from the stored rows directly, whatever ``jbod maintain``
+    has folded.
+
+    The rule: a key's version as of N is its stored row with the greatest start at or before N (a later start is a
+    later change of the key; the history table's rows or, for the latest state, the current table's), unless that
+    row is a :data:`REMOVED` row or a folded version whose stored end is at or before N (the fold dropped the
+    removal row and stored the end it made). Only the rows of the cluster that start by N and only the columns
+    asked for are read (predicates pushed down to the Delta scan)."""
+    names = [k for k, _ in entity.key]
+    lo, hi = entity.interval
+    latest = as_of_offset is None and entity.current is not None
+    table, start = (entity.current, "since_offset") if latest else (entity.history, f"{lo}_offset")
+    assert table is not None
+    end = None if latest else f"{hi}_offset"
+    where = f"cluster_id = {_lit(cluster)}"
+    if as_of_offset is not None:
+        where += f" AND {start} <= {int(as_of_offset)}"
+    wanted = [*names, *(c for c in columns if c not in names), start, REMOVED, *([end] if end else [])]
+    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, table)).execute(
+        f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored WHERE {where}")))
+    rows = _last_of_each_key(read, names, start)
+    live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
+    if end is not None:
+        open_then = pc.is_null(rows.column(end))
+        if as_of_offset is not None:
+            open_then = pc.or_kleene(open_then, pc.greater(rows.column(end), int(as_of_offset)))
+        live = pc.and_(live, open_then)
+    return rows.filter(live).select([*names, *(c for c in columns if c not in names)])
 
 
 def last_offset(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> int:
@@ -663,31 +712,40 @@ def as_of_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset
                 ) -> dict[str, Any]:
     """The image JSON (docs/image-json.md) of ``cluster`` as of ``as_of_offset`` (every record with offset ≤ N
     replayed; None = the latest state), read from the tables: equal to ``image_to_json`` of the model's replay of
-    the same records."""
+    the same records. Every list comes out of :func:`entity_state` in the contract's order (by key: topic id text,
+    partition, broker), so the rows are zipped from columns, never sorted or turned into dicts one by one first.
+    Built with the cyclic collector paused, as ``image_to_json`` is (millions of acyclic dicts and lists)."""
     cid = resolve_cluster(tables_dir, cluster)
-    features = {r["name"]: r["level"] for r in _rows(tables_dir, ENTITIES["feature"], cid, as_of_offset)}
-    level = int(features.get(FEATURE_NAME, 0))
-    brokers = sorted(({"brokerId": r["broker_id"], "brokerEpoch": r["broker_epoch"],
-                       "incarnationId": r["incarnation_id"], "fenced": r["fenced"],
-                       "inControlledShutdown": r["in_controlled_shutdown"], "logDirs": list(r["log_dirs"])}
-                      for r in _rows(tables_dir, ENTITIES["broker"], cid, as_of_offset)),
-                     key=lambda b: b["brokerId"])
-    topics = sorted(({"topicId": r["topic_id"], "name": r["topic_name"]}
-                     for r in _rows(tables_dir, ENTITIES["topic"], cid, as_of_offset)), key=lambda t: t["topicId"])
-    partitions = sorted(
-        ({"topicId": r["topic_id"], "partitionId": r["partition_id"], "replicas": list(r["replicas"]),
-          "isr": list(r["isr"]), "leader": r["leader"], "leaderEpoch": r["leader_epoch"],
-          "partitionEpoch": r["partition_epoch"], "directories": list(r["directories"]),
-          "addingReplicas": list(r["adding_replicas"]), "removingReplicas": list(r["removing_replicas"]),
-          "eligibleLeaderReplicas": list(r["eligible_leader_replicas"]), "lastKnownElr": list(r["last_known_elr"])}
-         for r in _rows(tables_dir, ENTITIES["partition"], cid, as_of_offset)),
-        key=lambda p: (p["topicId"], p["partitionId"]))
-    replicas = sorted(
-        ({"topicId": r["topic_id"], "partitionId": r["partition_id"], "brokerId": r["broker_id"],
-          "directory": r["directory"], "directoryState": r["directory_state"], "offline": r["offline"],
-          "offlineReason": r["offline_reason"]}
-         for r in _rows(tables_dir, ENTITIES["replica"], cid, as_of_offset)),
-        key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
+    with gc_paused():
+        return _as_of_image(tables_dir, cid, as_of_offset)
+
+
+def _as_of_image(tables_dir: str | Path, cid: str, as_of_offset: int | None) -> dict[str, Any]:
+
+    def state(name: str, *columns: str) -> list[list[Any]]:
+        """The entity's key columns, then ``columns``, as lists."""
+        entity = ENTITIES[name]
+        rows = entity_state(tables_dir, entity, cid, as_of_offset, columns)
+        return [rows.column(c).to_pylist() for c in (*(k for k, _ in entity.key), *columns)]
+
+    levels = dict(zip(*state("feature", "level"), strict=True))
+    level = int(levels.get(FEATURE_NAME, 0))
+    brokers = [{"brokerId": b, "brokerEpoch": e, "incarnationId": i, "fenced": f, "inControlledShutdown": c,
+                "logDirs": d}
+               for b, e, i, f, c, d in zip(*state("broker", "broker_epoch", "incarnation_id", "fenced",
+                                                  "in_controlled_shutdown", "log_dirs"), strict=True)]
+    topics = [{"topicId": t, "name": n} for t, n in zip(*state("topic", "topic_name"), strict=True)]
+    partitions = [{"topicId": t, "partitionId": p, "replicas": r, "isr": i, "leader": ld, "leaderEpoch": le,
+                   "partitionEpoch": pe, "directories": d, "addingReplicas": a, "removingReplicas": rm,
+                   "eligibleLeaderReplicas": elr, "lastKnownElr": lk}
+                  for t, p, r, i, ld, le, pe, d, a, rm, elr, lk in zip(*state(
+                      "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "directories",
+                      "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr"),
+                      strict=True)]
+    replicas = [{"topicId": t, "partitionId": p, "brokerId": b, "directory": d, "directoryState": ds, "offline": o,
+                 "offlineReason": why}
+                for t, p, b, d, ds, o, why in zip(*state("replica", "directory", "directory_state", "offline",
+                                                         "offline_reason"), strict=True)]
     return {"featureLevel": level, "metadataVersion": MetadataVersion(level).name,
             "lastOffset": last_offset(tables_dir, cid, as_of_offset), "brokers": brokers, "topics": topics,
             "partitions": partitions, "replicas": replicas}
