@@ -52,12 +52,22 @@ from deltalake import Field as DeltaField
 from deltalake.schema import PrimitiveType
 
 from jbod_model.errors import InputError
-from jbod_model.image import MetadataImage
+from jbod_model.image import (
+    EMPTY_IMAGE,
+    BrokerRegistration,
+    ClusterImage,
+    FeaturesImage,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
 from jbod_model.meta_properties import DirInventory, DirInventoryRow
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import record_from_json
-from jbod_model.records.metadata import Record
+from jbod_model.records.metadata import BrokerEndpoint, Record
+from jbod_model.replay import CONFIGURATION_RECORDS, configurations_of
 from jbod_model.report import DirectoryPaths
 from jbod_model.slots import gc_paused
 from jbod_model.sources import snapshot_image
@@ -751,6 +761,66 @@ def _as_of_image(tables_dir: str | Path, cid: str, as_of_offset: int | None) -> 
             "partitions": partitions, "replicas": replicas}
 
 
+def metadata_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
+                   ) -> MetadataImage:
+    """The model's image of ``cluster`` as of ``as_of_offset`` (None: the latest) built from the tables, not by
+    replaying the log: features, brokers, topics and partitions from their tables (:func:`entity_state`), the
+    configurations from the only records that change them (:func:`jbod_model.replay.configurations_of`, a few
+    hundred rows of ``records``). Equal to the replay's image (``same_state``) but for the brokers' supported
+    feature ranges, which no table holds and no controller decision on directories reads — what ``jbod whatif
+    --tables`` asks its question of."""
+    cid = resolve_cluster(tables_dir, cluster)
+    with gc_paused():
+        return _metadata_image(tables_dir, cid, as_of_offset)
+
+
+def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None) -> MetadataImage:
+    def state(name: str, *columns: str) -> list[list[Any]]:
+        entity = ENTITIES[name]
+        rows = entity_state(tables_dir, entity, cid, as_of_offset, columns)
+        return [rows.column(c).to_pylist() for c in (*(k for k, _ in entity.key), *columns)]
+
+    uuids: dict[str, Uuid] = {}
+
+    def uuid(text: str) -> Uuid:
+        # A cluster has few directories and topics, each named by hundreds of thousands of rows: parse each once.
+        found = uuids.get(text)
+        if found is None:
+            found = uuids[text] = Uuid.from_string(text)
+        return found
+
+    levels = dict(zip(*state("feature", "level"), strict=True))
+    brokers = {b: BrokerRegistration(
+        id=b, epoch=epoch, incarnation_id=uuid(inc), listeners=_listeners(listeners), rack=rack, fenced=fenced,
+        in_controlled_shutdown=shutdown, is_migrating_zk_broker=zk, directories=tuple(uuid(d) for d in dirs))
+        for b, epoch, inc, fenced, shutdown, zk, rack, dirs, listeners in zip(*state(
+            "broker", "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "is_migrating_zk_broker",
+            "rack", "log_dirs", "listeners"), strict=True)}
+    parts: dict[str, dict[int, PartitionRegistration]] = {}
+    for t, p, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk in zip(*state(
+            "partition", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
+            "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr"),
+            strict=True):
+        parts.setdefault(t, {})[p] = PartitionRegistration(
+            replicas=tuple(replicas), directories=tuple(uuid(d) for d in dirs), isr=tuple(isr),
+            removing_replicas=tuple(removing), adding_replicas=tuple(adding), elr=tuple(elr),
+            last_known_elr=tuple(lk), leader=leader, leader_recovery_state=lrs, leader_epoch=le,
+            partition_epoch=pe)
+    topics = {uuid(t): TopicImage(name=name, id=uuid(t), partitions=parts.get(t, {}))
+              for t, name in zip(*state("topic", "topic_name"), strict=True)}
+    base, entries = log_entries(tables_dir, cid, as_of_offset, types=[t.TYPE_NAME for t in CONFIGURATION_RECORDS])
+    configs = configurations_of(entries, base if base is not None else EMPTY_IMAGE)
+    return MetadataImage(features=FeaturesImage(levels), cluster=ClusterImage(brokers),
+                         topics=TopicsImage(topics, {t.name: i for i, t in topics.items()}), configs=configs,
+                         last_offset=last_offset(tables_dir, cid, as_of_offset))
+
+
+def _listeners(text: str | None) -> tuple[BrokerEndpoint, ...]:
+    """A ``brokers.listeners`` value (JSON text, as the job writes a registration's endpoints) as the model's."""
+    return tuple(BrokerEndpoint(name=e["name"], host=e["host"], port=e["port"],
+                                security_protocol=e["securityProtocol"]) for e in json.loads(text or "[]"))
+
+
 def offline_intervals(tables_dir: str | Path, cluster: str | None = None) -> list[dict[str, Any]]:
     """Every offline interval of a cluster (or of all clusters), ordered by start offset."""
     where = None if cluster is None else f"cluster_id = {_lit(cluster)}"
@@ -800,7 +870,7 @@ def _entries(tables_dir: str | Path, where: str, order: str) -> Iterator[LogEntr
 
 
 def log_entries(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
-                ) -> tuple[MetadataImage | None, Iterator[LogEntry]]:
+                types: Iterable[str] | None = None) -> tuple[MetadataImage | None, Iterator[LogEntry]]:
     """The cluster's metadata log as the job replayed it, up to offset ``as_of_offset`` inclusive (None: all):
     the image of the latest snapshot at or before it (None when the log was read from its start), and the records
     after that in offset order — the input's and those the reference controller wrote. Replaying them from the
@@ -810,13 +880,19 @@ def log_entries(tables_dir: str | Path, cluster: str | None = None, as_of_offset
     Records that an AbortTransactionRecord discarded (``applied_offset`` null) are given too, in their place:
     replay discards them at the abort exactly as it does when reading the input, and leaving them out would leave
     the AbortTransactionRecord without its BeginTransactionRecord. Records of a transaction still open at the
-    offset (its end is later) come without their end, so a replay leaves them pending, as Kafka does."""
+    offset (its end is later) come without their end, so a replay leaves them pending, as Kafka does.
+
+    ``types``: only the records of these types (``TYPE_NAME``), the snapshot's and the log's (pushed down to the
+    scan), e.g. those of :data:`jbod_model.replay.CONFIGURATION_RECORDS` — which holds the transaction markers, so
+    that a replay still discards an aborted record."""
     cid = resolve_cluster(tables_dir, cluster)
     where = f"cluster_id = {_lit(cid)}"
     bound = "" if as_of_offset is None else f' AND "offset" <= {int(as_of_offset)}'
     found = query(tables_dir, "records",
                   f"SELECT MAX(\"offset\") AS s FROM t WHERE {where} AND origin = 'snapshot'{bound}").column("s")
     snapshot = found[0].as_py()
+    if types is not None:
+        where += f" AND type IN ({', '.join(sorted(_lit(t) for t in types))})"
     if snapshot is None:
         if as_of_offset is not None:
             _check_not_before_start(tables_dir, cid, int(as_of_offset))
