@@ -30,9 +30,9 @@ next row) and ``jbod maintain`` folds them into that form (:func:`fold_versions`
 joins do not take).
 
 Besides the state as of an offset, the readers give the log itself (:func:`log_entries`: the ``records`` rows as
-``LogEntry`` values from the latest snapshot at or before an offset, which ``jbod report --tables`` and
-``jbod whatif --tables`` replay) and the directory paths (:func:`directory_paths`,
-:func:`replica_assignments_with_paths`).
+``LogEntry`` values from the latest snapshot at or before an offset, which ``jbod report --tables`` replays), the
+model's image without a replay (:func:`metadata_image`, which ``jbod whatif --tables`` asks its question of) and the
+directory paths (:func:`directory_paths`, :func:`replica_assignments_with_paths`).
 """
 
 from __future__ import annotations
