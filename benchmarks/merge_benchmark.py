@@ -42,7 +42,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from pipelines.config.profiles import MaintenanceSettings
 from pipelines.lakehouse.maintenance import maintain
-from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, read_table
+from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, event_payload, read_table
 
 CLUSTER = "bench"
 PARTITIONS_PER_TOPIC = 25
@@ -123,7 +123,7 @@ def batch_rows(keys: list[tuple[str, int, int]], count: int, offset: int, rng: r
         value = {"topic_name": f"topic-{key[0][:6]}", "directory": f"moved-{offset}", "directory_state": "ASSIGNED",
                  "offline": False, "offline_reason": None}
         rows.append({"cluster_id": CLUSTER, "ord": i, "table": ENTITY.name,
-                     "payload": json.dumps({"k": list(key), "o": offset + i, "t": offset + i, "v": value})})
+                     "payload": json.dumps(event_payload(ENTITY.name, list(key), offset + i, offset + i, value))})
     return rows
 
 

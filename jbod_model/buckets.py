@@ -25,13 +25,15 @@ buckets' images together are the pure replay's image.
 
 What a split cannot reproduce alone (the consumer's to handle, see docs/state-design.md): a replay fault on a
 partition record is seen only by its bucket, so halting the whole cluster at it needs the consumer to stop the
-other buckets' output at that offset (:func:`halted_after`); the reference controller (request streams) reads the
+other buckets' output at that offset (:func:`cluster_halt` says where and which fault row is the cluster's,
+:func:`past_halt` which rows go); the reference controller (request streams) reads the
 whole image, so request streams run in one bucket.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import replace
 
 from jbod_model.changes import Step
@@ -114,3 +116,24 @@ def halted_after(fault_offsets: list[int | None]) -> int | None:
     on past it, and its output from that offset on is not the cluster's."""
     located = [o for o in fault_offsets if o is not None]
     return min(located) if located else None
+
+
+def cluster_halt(earlier: int | None, faults: Sequence[tuple[int, int]]) -> tuple[int | None, int | None]:
+    """A cluster's halt after one batch: ``earlier`` is where an earlier batch halted it (None: it had not),
+    ``faults`` the ``(offset, bucket)`` of each fault its buckets reported in this batch. Returns the offset the
+    cluster now stops at and the index in ``faults`` of the one fault that is the cluster's to report — the
+    earliest (on a record several buckets replay, each reports it: the lowest bucket's stands for all), or None
+    when the cluster had already halted at or before it (that halt was reported then)."""
+    if not faults:
+        return earlier, None
+    first = min(range(len(faults)), key=faults.__getitem__)
+    at = faults[first][0]
+    stop = halted_after([earlier, at])
+    return stop, first if earlier is None or at < earlier else None
+
+
+def past_halt(offset: int | None, stop: int | None) -> bool:
+    """Whether a bucket's row of the step at ``offset`` falls at or after the cluster's halt at ``stop`` and is
+    not the cluster's (the pure replay never got there). A row with no offset (a controller response) and a
+    cluster that has not halted keep their rows."""
+    return stop is not None and offset is not None and offset >= stop

@@ -163,8 +163,8 @@ def open_inputs(paths: Sequence[str | Path], *, policy: ReadPolicy = "fail", unt
             raise InputError("give one snapshot at a time (a snapshot is a complete image)")
         loaded.base_image = _snapshot_image(Path(paths[0]), policy, report)
         if until_offset is not None and loaded.base_image.last_offset >= until_offset:
-            raise InputError(f"the snapshot already holds offsets up to {loaded.base_image.last_offset}, at or "
-                             f"past --until-offset {until_offset}")
+            raise InputError(f"the snapshot already holds offsets up to {loaded.base_image.last_offset}, past "
+                             f"--as-of-offset {until_offset - 1}")
     elif kind is InputKind.SEGMENT:
         # Read as a log of these segments (MetadataLog): in offset order, and checked as a log is — offsets that
         # go back (a corrupt baseOffset, outside the CRC) or leave a hole are bad input, not a replay fault.

@@ -582,18 +582,24 @@ def _emit_count(src: _Source, indent: int, var: str, end: str, nullable: bool) -
         src.add(indent + 1, "return None")
 
 
+def _emit_length(src: _Source, indent: int, var: str, target: str, end: str, nullable: bool) -> int:
+    """``var`` = the compact length of an array, string or bytes (:func:`_emit_count`); when it may be null,
+    ``target`` = None on null and the value's code goes in an ``else`` branch. The indent of that code."""
+    _emit_count(src, indent, var, end, nullable)
+    if not nullable:
+        return indent
+    src.add(indent, f"if {var} < 0:")
+    src.add(indent + 1, f"{target} = None")
+    src.add(indent, "else:")
+    return indent + 1
+
+
 def _emit_value(src: _Source, indent: int, target: str, spec: FieldSpec, type_name: str, is_array: bool,
                 nullable: bool, version: int, end: str) -> None:
     """Code that reads one field value into ``target`` from ``pos`` (not past ``end``), advancing ``pos``."""
     if is_array:
         n = src.name("n")
-        _emit_count(src, indent, n, end, nullable)
-        body = indent
-        if nullable:
-            src.add(indent, f"if {n} < 0:")
-            src.add(indent + 1, f"{target} = None")
-            src.add(indent, "else:")
-            body = indent + 1
+        body = _emit_length(src, indent, n, target, end, nullable)
         if type_name in _FIXED_FORMATS and type_name != "uuid":
             code = _FIXED_FORMATS[type_name]
             width = struct.calcsize(">" + code)
@@ -639,13 +645,7 @@ def _emit_value(src: _Source, indent: int, target: str, spec: FieldSpec, type_na
         return
     if type_name in ("string", "bytes"):
         n = src.name("n")
-        _emit_count(src, indent, n, end, nullable)
-        body = indent
-        if nullable:
-            src.add(indent, f"if {n} < 0:")
-            src.add(indent + 1, f"{target} = None")
-            src.add(indent, "else:")
-            body = indent + 1
+        body = _emit_length(src, indent, n, target, end, nullable)
         src.add(body, f"if pos + {n} > {end}:")
         src.add(body + 1, "return None")
         # A bad UTF-8 sequence raises here; the generated function's caller catches it and defers.

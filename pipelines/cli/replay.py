@@ -52,9 +52,8 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
               help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
                    "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL. Not with "
                    "--tables.", show_default=False)] = None,
-          until_offset: Annotated[int | None, typer.Option(
-              "--until-offset", help="Replay only records with offset < N (Kafka's snapshot end-offset "
-                                     "convention).")] = None,
+          as_of_offset: shared.AsOfOffsetOpt = None,
+          until_offset: shared.UntilOffsetOpt = None,
           full_log: Annotated[bool, typer.Option(
               "--full-log", help="For a metadata dir: replay the whole log instead of the latest snapshot plus "
                                  "the log after it.")] = False,
@@ -63,9 +62,6 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
           = None,
           cluster: Annotated[str | None, typer.Option(
               "--cluster", help="With --tables: the cluster (optional when the tables hold one).")] = None,
-          as_of_offset: Annotated[int | None, typer.Option(
-              "--as-of-offset", help="With --tables: the state as of offset N (records with offset <= N); default: "
-                                     "the latest.")] = None,
           as_of: AsOfOpt = None,
           as_json: JsonOpt = False, policy: PolicyOpt = "fail") -> None:
     """Replay INPUT (or read the Delta tables) and print the metadata image: brokers, online dirs, offline replicas.
@@ -74,9 +70,9 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
     the tables. Requests in a JSONL input are run through the reference controller.
     """
     with shared.fail():
-        shared.check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
-                                                  "--as-of": as_of},
-                     input_only={"--until-offset": until_offset, "--full-log": full_log,
+        as_of_offset = shared.as_of_offset(as_of_offset, until_offset)
+        shared.check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of": as_of},
+                     input_only={"--full-log": full_log,
                                  "--policy": None if policy == "fail" else policy})
         if tables is not None:
             from pipelines.lakehouse.tables import as_of_image, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake when asked
@@ -84,7 +80,8 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             cid = resolve_cluster(tables, cluster)
             doc = as_of_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
         else:
-            loaded = open_inputs(inputs or [], policy=shared.policy(policy), until_offset=until_offset,
+            loaded = open_inputs(inputs or [], policy=shared.policy(policy),
+                                 until_offset=shared.until_offset(as_of_offset),
                                  from_snapshot=not full_log)
             runner = shared.stream_runner(loaded)
             with loaded.replaying():

@@ -89,17 +89,14 @@ def register(app: typer.Typer) -> None:
             help="A node's metadata log dir (or several nodes' copies of one cluster), segment(s) <offset>.log, a "
                  "snapshot <offset>-<epoch>.checkpoint, kafka-dump-log text, or canonical JSONL. Not with "
                  "--tables.", show_default=False)] = None,
-        until_offset: Annotated[int | None, typer.Option(
-            "--until-offset", help="Report as of offset N: replay only records with offset < N.")] = None,
         tables: Annotated[Path | None, typer.Option(
             "--tables", help="Read the log from the Spark job's Delta tables (the records table) instead of "
                              "INPUT; disks are named from its dir_inventory table.", show_default=False)] = None,
         cluster: Annotated[str | None, typer.Option(
             "--cluster", help="With --tables: the cluster (optional when the tables hold one).",
             show_default=False)] = None,
-        as_of_offset: Annotated[int | None, typer.Option(
-            "--as-of-offset", help="With --tables: report as of offset N (records with offset <= N); default: the "
-                                   "latest.", show_default=False)] = None,
+        as_of_offset: shared.AsOfOffsetOpt = None,
+        until_offset: shared.UntilOffsetOpt = None,
         as_of: Annotated[str | None, typer.Option(
             "--as-of", help="With --tables: report as of a time (ISO 8601, UTC unless it says otherwise): the last "
                             "offset whose batch was appended by then.", metavar="TIME", show_default=False)] = None,
@@ -137,9 +134,9 @@ def register(app: typer.Typer) -> None:
         with shared.fail():
             if policy not in ("fail", "skip"):
                 raise InputError(f"--policy must be 'fail' or 'skip', not {policy!r}")
-            check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
-                                                      "--as-of": as_of},
-                         input_only={"--until-offset": until_offset, "--full-log": full_log,
+            as_of_offset = shared.as_of_offset(as_of_offset, until_offset)
+            check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of": as_of},
+                         input_only={"--full-log": full_log,
                                      "--policy": None if policy == "fail" else policy})
             explicit, inv = load_paths(dirs, as_root=as_root)
             if all_clusters:
@@ -155,7 +152,7 @@ def register(app: typer.Typer) -> None:
             if tables is not None:
                 data, cid = load_from_tables(tables, cluster, as_of_offset, as_of, track=track)
             else:
-                data = load_from_inputs(inputs or [], until_offset=until_offset,
+                data = load_from_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset),
                                         policy="fail" if policy == "fail" else "skip", full_log=full_log,
                                         track=track)
             paths = directory_paths_for(tables, cid, explicit)

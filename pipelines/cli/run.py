@@ -122,8 +122,9 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
         inv = inventory(dirs, as_root=as_root) if dirs else None
         if inv is not None and not inv.rows:
             raise InputError(f"no meta.properties found under {', '.join(str(d) for d in dirs or [])}")
-        with stdout_to_stderr(), shared.batch_progress() as on_batch:
-            summary = run_with_config(inputs or [DEMO_INPUT], config, follow=follow or None, on_batch=on_batch)
+        with stdout_to_stderr(), shared.batch_progress() as progress:
+            summary = run_with_config(inputs or [DEMO_INPUT], config, follow=follow or None, on_batch=progress,
+                                      on_session=progress.session_started)
         if inv is not None:
             shared.load_inventory(config.tables, inv, config.cluster_id)
             for finding in inv.all_findings:

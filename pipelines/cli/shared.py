@@ -54,9 +54,38 @@ PolicyOpt = Annotated[ReadPolicy, typer.Option("--policy",
                                         help="On undecodable input: 'fail', or 'skip' it and report what was skipped "
                                              "(every good record is kept).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
+#: ``--as-of-offset N``: one convention for INPUT and ``--tables`` — the state after every record with offset <= N,
+#: as the history tables and ``lastOffset`` of an image count (an image "as of offset N" includes record N).
+AsOfOffsetOpt = Annotated[int | None, typer.Option(
+    "--as-of-offset", help="As of offset N: the state after every record with offset <= N (INPUT or --tables); "
+                           "default: the latest.", metavar="N", show_default=False)]
+#: ``--until-offset N`` (records < N), the exclusive spelling this CLI had beside ``--as-of-offset``: still read,
+#: as ``--as-of-offset N-1``, with a deprecation message; hidden from ``--help`` so that one convention is shown.
+UntilOffsetOpt = Annotated[int | None, typer.Option(
+    "--until-offset", help="Deprecated: --as-of-offset N-1.", metavar="N", hidden=True, show_default=False)]
 AsOfOpt = Annotated[str | None, typer.Option(
     "--as-of", help="With --tables: as of a time (ISO 8601, UTC unless it says otherwise): the last offset whose "
                     "batch was appended by then.", metavar="TIME", show_default=False)]
+
+
+def as_of_offset(as_of: int | None, until: int | None) -> int | None:
+    """The ``--as-of-offset`` a command was given, the deprecated ``--until-offset N`` read as ``N - 1`` (and the
+    user told so on stderr); both at once is an input error."""
+    if until is None:
+        return as_of
+    if as_of is not None:
+        raise InputError("give --as-of-offset N alone (--until-offset is deprecated: --until-offset N is "
+                         "--as-of-offset N-1)")
+    console(stderr=True).print(f"[yellow]deprecated:[/] --until-offset {until} (records with offset < {until}) is "
+                               f"--as-of-offset {until - 1} (records with offset <= {until - 1}); use that",
+                               highlight=False)
+    return until - 1
+
+
+def until_offset(as_of: int | None) -> int | None:
+    """The exclusive bound the input readers take (Kafka's snapshot end-offset convention: a snapshot named N holds
+    the records before N) for ``--as-of-offset`` ``as_of``."""
+    return None if as_of is None else as_of + 1
 
 
 def policy(value: str) -> ReadPolicy:
@@ -148,10 +177,22 @@ def tracked(entries: Iterable[StreamEntry], what: str) -> Iterator[StreamEntry]:
             yield entry
 
 
+class SparkProgress:
+    """What :func:`batch_progress` yields: called with each micro-batch's
+    :class:`pipelines.streaming.job.BatchStats`; :meth:`session_started` when the Spark session is up."""
+
+    def __init__(self, on_batch: Callable[[Any], None], on_session: Callable[[], None]) -> None:
+        self._on_batch, self.session_started = on_batch, on_session
+
+    def __call__(self, stats: Any) -> None:
+        self._on_batch(stats)
+
+
 @contextmanager
-def batch_progress() -> Iterator[Callable[[Any], None]]:
-    """A callback for the Spark job's micro-batches (:class:`pipelines.streaming.job.BatchStats`): a live line on a
-    terminal's stderr, else one line per batch on stderr (a scheduled job's log shows how far a long replay got)."""
+def batch_progress() -> Iterator[SparkProgress]:
+    """The Spark job's progress on stderr: on a terminal a live line — "starting Spark" while the session starts
+    (about ten seconds that would otherwise look hung), then each micro-batch; else one line per micro-batch (a
+    scheduled job's log shows how far a long replay got)."""
     out = console(stderr=True)
     done = {"batches": 0, "rows": 0}
 
@@ -163,12 +204,19 @@ def batch_progress() -> Iterator[Callable[[Any], None]]:
                 f"{done['batches']} batches, {done['rows']:,} rows so far")
 
     if not out.is_terminal:
-        yield lambda stats: out.print(line(stats), highlight=False)
+        yield SparkProgress(lambda stats: out.print(line(stats), highlight=False), lambda: None)
         return
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=out, transient=True) as progress:
-        task = progress.add_task("replaying on Spark: waiting for the first micro-batch", total=None)
-        yield lambda stats: progress.update(task, description=line(stats))
+    # While the JVM starts, the job points file descriptors 1 and 2 at its log (pipelines.streaming.job
+    # spark_session): a line drawn on fd 2 would land in that file and the terminal would show a spinner frozen at
+    # 0:00:00 until Spark is up. The live line is drawn on a copy of the terminal's fd 2, which no redirect moves.
+    with os.fdopen(os.dup(out.file.fileno()), "w", buffering=1) as terminal:
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+        live = Console(file=terminal, soft_wrap=True)
+        with Progress(*columns, console=live, transient=True) as progress:
+            task = progress.add_task("starting Spark", total=None)
+            yield SparkProgress(
+                lambda stats: progress.update(task, description=line(stats)),
+                lambda: progress.update(task, description="replaying on Spark: waiting for the first micro-batch"))
 
 
 def stream_runner(loaded: LoadedInput, cluster_id: str | None = None) -> StreamRunner:
@@ -215,10 +263,8 @@ def check_source(inputs: list[Path] | None, tables: Path | None, *, tables_only:
     wrong = [name for name, value in (input_only if tables is not None else tables_only).items()
              if value not in (None, False)]
     if wrong:
-        hints = {"--until-offset": " (with --tables: --as-of-offset N, the records with offset <= N)",
-                 "--as-of-offset": " (with INPUT: --until-offset N+1)"}
         raise InputError(f"{', '.join(wrong)} {'goes' if len(wrong) == 1 else 'go'} with {other}, not with "
-                         f"{given}{''.join(hints.get(w, '') for w in wrong)}")
+                         f"{given}")
 
 
 def load_inventory(tables: Path, inv: DirInventory, cluster_id: str | None) -> None:

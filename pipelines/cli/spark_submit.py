@@ -12,6 +12,10 @@ from pathlib import Path
 
 #: The file spark-submit runs: every ``jbod`` command works through it.
 SUBMIT_SCRIPT = Path(__file__).resolve().with_name("__main__.py")
+#: The driver's log4j2 configuration under spark-submit: warnings and errors only (Spark's default, INFO, prints some
+#: forty lines of start-up before the job's first word). Read by the JVM as it starts, so it is a flag of the command
+#: line, not something the job could set later (``setLogLevel`` comes after the session, and after those lines).
+LOG4J2_PROPERTIES = Path(__file__).resolve().with_name("log4j2.properties")
 
 
 def jbod_argv(python: str = sys.executable) -> list[str]:
@@ -35,12 +39,13 @@ def spark_submit_argv(name: str, *, jobs_file: Path, master: str, conf: Mapping[
     """The command line that runs job ``name`` (and its dependencies) under spark-submit: the master of the job's
     profile, the driver memory and Python interpreter spark-submit must set when it starts the driver,
     then ``jobs run NAME`` through :data:`SUBMIT_SCRIPT`. The profile's other ``spark.*`` settings need no flag:
-    the job adds every one spark-submit leaves unset."""
+    the job adds every one spark-submit leaves unset. The driver logs with :data:`LOG4J2_PROPERTIES`."""
     from pipelines.streaming.job import DEFAULT_CONF  # noqa: PLC0415 - Spark loads only for this
 
     # Only settings that must exist when the driver JVM starts: the job's default memory if the profile has none.
     memory = conf.get("spark.driver.memory", DEFAULT_CONF["spark.driver.memory"])
     return [spark_submit or spark_submit_path(), "--master", master, "--name", f"kraft-jbod-{name}",
-            "--driver-memory", memory, "--conf", f"spark.pyspark.python={python}",
+            "--driver-memory", memory, "--driver-java-options", f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES}",
+            "--conf", f"spark.pyspark.python={python}",
             "--conf", f"spark.pyspark.driver.python={python}",
             str(SUBMIT_SCRIPT), "jobs", "run", name, "--file", str(jobs_file)]

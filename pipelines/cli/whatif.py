@@ -60,17 +60,14 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
                                   "directory.id, or a disk's path on its broker as the inventory (--dirs, "
                                   "dir_inventory) names it, NODE:PATH when several brokers have it. Repeat for "
                                   "several.", show_default=False)] = None,
-           until_offset: Annotated[int | None, typer.Option(
-               "--until-offset", help="Ask the question of the image before offset N.")] = None,
+           as_of_offset: shared.AsOfOffsetOpt = None,
+           until_offset: shared.UntilOffsetOpt = None,
            tables: Annotated[Path | None, typer.Option(
                "--tables", help="Read the log from the Spark job's Delta tables instead of INPUT (disks are named "
                                 "from its dir_inventory table).", show_default=False)] = None,
            cluster: Annotated[str | None, typer.Option(
                "--cluster", help="With --tables: the cluster (optional when the tables hold one).",
                show_default=False)] = None,
-           as_of_offset: Annotated[int | None, typer.Option(
-               "--as-of-offset", help="With --tables: ask the question of the state as of offset N (records with "
-                                      "offset <= N); default: the latest.", show_default=False)] = None,
            as_of: AsOfOpt = None,
            dirs: Annotated[list[Path] | None, typer.Option(
                "--dirs", help="meta.properties files or folders holding them, to name disks by path (with "
@@ -82,9 +79,8 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
     INPUT (or of the Delta tables) and lists the partitions that lose a replica, lose their leader, go under min
     ISR or go offline."""
     with shared.fail():
-        shared.check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of-offset": as_of_offset,
-                                                  "--as-of": as_of},
-                     input_only={"--until-offset": until_offset})
+        as_of_offset = shared.as_of_offset(as_of_offset, until_offset)
+        shared.check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of": as_of}, input_only={})
         if not fail_dir:
             raise InputError("name the disks to fail with --fail-dir (repeat for several)")
         explicit, _inv = load_paths(dirs, as_root=as_root)
@@ -96,7 +92,7 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
             image = metadata_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
             paths = directory_paths_for(tables, cid, explicit)
         else:
-            loaded = open_inputs(inputs or [], until_offset=until_offset)
+            loaded = open_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset))
             runner = shared.stream_runner(loaded)
             for _event in runner.run(shared.tracked(loaded.entries, "decoding and replaying")):
                 pass

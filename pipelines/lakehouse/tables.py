@@ -37,6 +37,7 @@ directory paths (:func:`directory_paths`, :func:`replica_assignments_with_paths`
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -47,6 +48,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake import Field as DeltaField
 from deltalake.schema import PrimitiveType
@@ -204,58 +206,132 @@ def _time(ms: int | None) -> int | None:
 # From a micro-batch's rows to table writes
 
 
+#: The operator's output rows as the sink receives them (``pipelines.streaming.processor.OUTPUT_SCHEMA``, less
+#: what only settling the buckets needs).
+BATCH_SCHEMA = pa.schema([("cluster_id", pa.string()), ("ord", pa.int64()), ("table", pa.string()),
+                          ("payload", pa.string())])
+
+
+def event_payload(entity: str, key: Sequence[Any], offset: int, time_ms: int | None,
+                  value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A change event of a keyed entity as the operator writes it in a row's ``payload``: the key by column name,
+    ``o`` the offset it took effect at, ``t`` its batch's time (ms), ``v`` the new value (None: removed). Named
+    keys let :func:`plan_batch` parse a batch's events as typed columns."""
+    names = [k for k, _ in ENTITIES[entity].key]
+    if len(names) != len(key):
+        raise ValueError(f"a {entity} key has {len(names)} parts, not {len(key)}: {list(key)}")
+    return {**dict(zip(names, key, strict=True)), "o": offset, "t": time_ms, "v": value}
+
+
 @dataclass(slots=True)
 class BatchWrites:
-    """What one micro-batch writes: rows to append, table by table. Every table is append-only (docs/tables.md
-    "Writes"): current and history tables get the batch's new versions, never an update of an older row."""
+    """What one micro-batch writes: rows to append, table by table, in the tables' stored schemas. Every table is
+    append-only (docs/tables.md "Writes"): current and history tables get the batch's new versions, never an update
+    of an older row."""
 
-    appends: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    appends: dict[str, pa.Table] = field(default_factory=dict)
 
     def tables(self) -> list[str]:
         return sorted(self.appends)
 
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """One table's rows as Python values (tests, small batches)."""
+        found = self.appends.get(table)
+        return [] if found is None else found.to_pylist()
 
-def plan_batch(rows: Iterable[Mapping[str, Any]]) -> BatchWrites:
-    """Turn the operator's rows (``cluster_id, ord, table, payload``) into table writes. Events of one key are
-    applied in order. History: each version is a row whose end (``valid_to``/``end``) is left null — the key's next
-    row, in this batch or a later one, ends it (readers derive the end, ``jbod maintain`` stores it); a removal is a
-    :data:`REMOVED` row at its offset. Current table: the key's last event, a :data:`REMOVED` row when that is a
-    removal; the row it supersedes stays until ``jbod maintain`` drops it (readers take the latest).
+
+def _batch_table(rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Table:
+    if isinstance(rows, pa.Table):
+        return rows.select(BATCH_SCHEMA.names).cast(BATCH_SCHEMA)
+    listed = list(rows)
+    return pa.table({f.name: pa.array([r[f.name] for r in listed], f.type) for f in BATCH_SCHEMA},
+                    schema=BATCH_SCHEMA)
+
+
+def _parse_payloads(payloads: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
+    """A column of JSON objects as typed columns: one pass of Arrow's JSON reader (C++) over the batch, not a
+    ``json.loads`` and a dict per row (the driver's whole cost of a batch before; docs/state-design.md)."""
+    lines = pa.chunked_array(payloads).to_pylist()
+    text = "\n".join(lines).encode()
+    # A row must fit in one block of the reader: give it blocks larger than the longest row.
+    longest = max((len(line) for line in lines), default=0)
+    options = pa_json.ReadOptions(block_size=max(1 << 20, 4 * (longest + 1)))
+    parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    try:
+        parsed = pa_json.read_json(io.BytesIO(text), read_options=options, parse_options=parse)
+    except pa.ArrowInvalid as e:
+        raise InputError(f"the operator's rows do not match the tables' schema: {e}") from None
+    return parsed.select(schema.names)
+
+
+def _times(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """The operator's times (ms, the record batch's append time) as the tables' timestamps (µs, UTC)."""
+    return pc.multiply(column.cast(pa.int64()), 1000).cast(TIME)
+
+
+def _as_ms(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, pa.int64()) if f.type == TIME else f for f in schema])
+
+
+def _append_rows(name: str, part: pa.Table) -> pa.Table:
+    schema = APPEND_TABLES[name]
+    body = schema.remove(schema.get_field_index("cluster_id"))
+    parsed = _parse_payloads(part.column("payload"), _as_ms(body))
+    columns = {"cluster_id": part.column("cluster_id")}
+    for f in body:
+        columns[f.name] = _times(parsed.column(f.name)) if f.type == TIME else parsed.column(f.name)
+    return pa.table(columns, schema=schema)
+
+
+def _entity_rows(entity: Entity, part: pa.Table) -> dict[str, pa.Table]:
+    value_type = pa.struct(list(entity.value))
+    parsed = _parse_payloads(part.column("payload"), pa.schema(
+        [*entity.key, ("o", pa.int64()), ("t", pa.int64()), ("v", value_type)]))
+    v = pa.chunked_array(parsed.column("v")).combine_chunks()
+    keys = {"cluster_id": part.column("cluster_id"), **{k: parsed.column(k) for k, _ in entity.key}}
+    # A removal (``v`` null) has null values: a struct's children take its nulls.
+    values = {name: pc.struct_field(v, i) for i, (name, _) in enumerate(entity.value)}
+    removed = pc.is_null(v)
+    since, at = parsed.column("o"), _times(parsed.column("t"))
+    lo, hi = entity.interval
+    open_ended = {f"{hi}_offset": pa.nulls(part.num_rows, pa.int64()), f"{hi}_time": pa.nulls(part.num_rows, TIME)}
+    history = pa.table({**keys, **values, f"{lo}_offset": since, f"{lo}_time": at, **open_ended, REMOVED: removed},
+                       schema=stored(entity.history_schema()))
+    out = {entity.history: history}
+    if entity.current is not None:
+        # The key's last event of the batch (rows are in ``ord`` order, and a key's events are in order).
+        indexed = pa.table({**keys, "_row": pa.array(range(part.num_rows), pa.int64())})
+        last = indexed.group_by(list(entity.key_names), use_threads=False).aggregate([("_row", "max")])
+        take = pc.sort_indices(last.column("_row_max"))
+        rows = pc.take(last.column("_row_max"), take)
+        current = pa.table({**keys, **values, "since_offset": since, "since_time": at, REMOVED: removed},
+                           schema=stored(entity.current_schema()))
+        out[entity.current] = current.take(rows)
+    return out
+
+
+def plan_batch(rows: pa.Table | Iterable[Mapping[str, Any]]) -> BatchWrites:
+    """Turn the operator's rows (``cluster_id, ord, table, payload``: an Arrow table, or rows as mappings) into
+    table writes, columnar. Events of one key are applied in ``ord`` order. History: each version is a row whose end
+    (``valid_to``/``end``) is left null — the key's next row, in this batch or a later one, ends it (readers derive
+    the end, ``jbod maintain`` stores it); a removal is a :data:`REMOVED` row at its offset. Current table: the
+    key's last event, a :data:`REMOVED` row when that is a removal; the row it supersedes stays until
+    ``jbod maintain`` drops it (readers take the latest).
 
     No end is stored here, even one the batch knows: so the rows of a key whose end is null are always its latest
     ones, which is what lets readers resolve only those (:func:`resolved_sql`)."""
+    batch = _batch_table(rows).sort_by([("cluster_id", "ascending"), ("ord", "ascending")])
     out = BatchWrites()
-    events: dict[str, dict[tuple[Any, ...], list[dict[str, Any]]]] = {}
-    for row in sorted(rows, key=lambda r: (r["cluster_id"], r["ord"])):
-        payload = json.loads(row["payload"])
-        table = row["table"]
-        if table in APPEND_TABLES:
-            # The operator's times are ms (the record batch's append time); the columns are timestamps in µs.
-            for f in APPEND_TABLES[table]:
-                if f.type == TIME and f.name in payload:
-                    payload[f.name] = _time(payload[f.name])
-            out.appends.setdefault(table, []).append({"cluster_id": row["cluster_id"], **payload})
+    names = batch.column("table")
+    for name in pc.unique(names).to_pylist():
+        part = batch.filter(pc.equal(names, name))
+        if name in APPEND_TABLES:
+            out.appends[name] = _append_rows(name, part)
             continue
-        entity = ENTITIES.get(table)
+        entity = ENTITIES.get(name)
         if entity is None:
-            raise InputError(f"unknown output table {table!r}")
-        key = (row["cluster_id"], *payload["k"])
-        events.setdefault(table, {}).setdefault(key, []).append(payload)
-    for name, by_key in events.items():
-        entity = ENTITIES[name]
-        lo, hi = entity.interval
-        no_value = dict.fromkeys(v for v, _ in entity.value)
-        history = out.appends.setdefault(entity.history, [])
-        for key, evs in by_key.items():
-            keys = dict(zip(entity.key_names, key, strict=True))
-            for ev in evs:
-                history.append({**keys, **(ev["v"] or no_value), f"{lo}_offset": ev["o"], f"{lo}_time": _time(ev["t"]),
-                                f"{hi}_offset": None, f"{hi}_time": None, REMOVED: ev["v"] is None})
-            if entity.current is not None:
-                last = evs[-1]
-                out.appends.setdefault(entity.current, []).append(
-                    {**keys, **(last["v"] or no_value), "since_offset": last["o"], "since_time": _time(last["t"]),
-                     REMOVED: last["v"] is None})
+            raise InputError(f"unknown output table {name!r}")
+        out.appends.update(_entity_rows(entity, part))
     return out
 
 
@@ -279,8 +355,9 @@ class TableWriter(Protocol):
 
     def ensure_tables(self) -> None: ...
 
-    def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        """Write one micro-batch; return the rows written per table (0 for a table skipped as already done)."""
+    def write_batch(self, batch_id: int, rows: pa.Table | Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        """Write one micro-batch (the operator's rows, :data:`BATCH_SCHEMA`); return the rows written per table (0
+        for a table skipped as already done)."""
 
 
 def _quote(name: str) -> str:
@@ -322,10 +399,9 @@ class DeltaRsWriter:
     def _commit(self, batch_id: int) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
 
-    def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    def write_batch(self, batch_id: int, rows: pa.Table | Sequence[Mapping[str, Any]]) -> dict[str, int]:
         plan = plan_batch(rows)
-        schemas = stored_schemas()
-        return {name: self._append(name, _arrow(plan.appends[name], schemas[name]), batch_id)
+        return {name: self._append(name, plan.appends[name], batch_id)
                 for name in plan.tables()}
 
     def _append(self, name: str, rows: pa.Table, batch_id: int) -> int:
@@ -358,15 +434,14 @@ class DeltaSparkWriter:
                 # The MERGE layout's rows are final: adding the column migrates them (see migrate_layout).
                 self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({REMOVED} BOOLEAN)")
 
-    def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    def write_batch(self, batch_id: int, rows: pa.Table | Sequence[Mapping[str, Any]]) -> dict[str, int]:
         plan = plan_batch(rows)
-        schemas = stored_schemas()
         written: dict[str, int] = {}
         for name in plan.tables():
-            df = self.spark.createDataFrame(_arrow(plan.appends[name], schemas[name]))
+            df = self.spark.createDataFrame(plan.appends[name])
             (df.write.format("delta").mode("append").option("txnAppId", self.app_id)
              .option("txnVersion", batch_id).save(f"{self.root}/{name}"))
-            written[name] = len(plan.appends[name])
+            written[name] = plan.appends[name].num_rows
         return written
 
 

@@ -7,7 +7,7 @@ reads the Spark job's ``records`` table (``--tables DIR [--cluster C] [--as-of-o
 record replayed — read, or written by the reference controller — with its offset, batch and time:
 ``pipelines.lakehouse.tables.log_entries`` gives the latest snapshot at or before N as the base image and the records
 after it, and :func:`load_from_records` replays them into the same image and history a replay of the input
-with ``--until-offset N+1`` gives. :func:`jbod_model.report.build_report` then builds the report, and
+with the same ``--as-of-offset N`` gives. :func:`jbod_model.report.build_report` then builds the report, and
 :mod:`pipelines.report.render` draws it.
 
 Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties

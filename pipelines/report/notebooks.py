@@ -9,6 +9,7 @@ fresh ``python3`` kernel (nbclient). The executed notebook, with its outputs and
 from __future__ import annotations
 
 import ast
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
@@ -112,15 +114,20 @@ def run_notebook(path: Path, params: Mapping[str, Any], output: Path, *, cwd: Pa
     book = nbformat.read(path, as_version=4)
     inject_params(book, params)
     started = time.monotonic()
-    client = NotebookClient(book, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str((cwd or Path.cwd()).resolve())}})
     output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        client.execute()
-    except CellExecutionError as e:
-        nbformat.write(book, output)
-        # The exception's text is the failing cell's traceback, already readable.
-        raise JbodError(f"{path.name} failed (executed notebook with the error: {output}):\n{e}") from None
+    # The kernel talks to us over Unix sockets in a private folder, not TCP on localhost: nothing else on the
+    # machine can connect to it, and ipykernel has no reason to print its "running over TCP without encryption"
+    # warning to the user.
+    with tempfile.TemporaryDirectory(prefix="jbod-kernel-") as sockets:
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
+        client = NotebookClient(book, km=km, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str((cwd or Path.cwd()).resolve())}})
+        try:
+            client.execute()
+        except CellExecutionError as e:
+            nbformat.write(book, output)
+            # The exception's text is the failing cell's traceback, already readable.
+            raise JbodError(f"{path.name} failed (executed notebook with the error: {output}):\n{e}") from None
     nbformat.write(book, output)
     code = [c for c in book.cells if c.cell_type == "code"]
     plots = sum("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", []))

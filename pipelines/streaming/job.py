@@ -30,7 +30,7 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_rows
+from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log.
@@ -63,6 +63,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
+    # pyspark's worker daemon without a per-task re-read of the jars on the workers' path (≈ 0.8 s a task):
+    # pipelines/streaming/daemon.py.
+    "spark.python.daemon.module": "pipelines.streaming.daemon",
 }
 
 
@@ -235,7 +238,7 @@ def halted_clusters(tables_dir: Path) -> dict[str, int]:
 
 class _Sink:
     """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), settle the buckets'
-    rows into the clusters' (``pipelines.streaming.processor.settle_rows``), write them."""
+    rows into the clusters' (``pipelines.streaming.processor.settle_batch``), write them."""
 
     def __init__(self, make_writer: Any, checkpoint_dir: Path,
                  on_batch: Callable[[BatchStats], None] | None = None,
@@ -254,10 +257,10 @@ class _Sink:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        rows = settle_rows(df.toArrow().to_pylist(), self._halted)
+        rows = settle_batch(df.toArrow(), self._halted)
         computed = time.monotonic()
-        written = self._writer.write_batch(batch_id, rows) if rows else {}
-        self.stats.append(BatchStats(batch_id, len(rows), written, time.monotonic() - started,
+        written = self._writer.write_batch(batch_id, rows) if rows.num_rows else {}
+        self.stats.append(BatchStats(batch_id, rows.num_rows, written, time.monotonic() - started,
                                      computed - started))
         if self._on_batch is not None:
             self._on_batch(self.stats[-1])
@@ -271,7 +274,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
             stop_when: Callable[[], bool] | None = None,
             policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None,
-            buckets: int | None = None) -> RunSummary:
+            on_session: Callable[[], None] | None = None, buckets: int | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -280,7 +283,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
     until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
-    ``on_batch`` is called after each micro-batch is written (progress for a long replay). ``buckets``: replay
+    ``on_batch`` is called after each micro-batch is written (progress for a long replay), ``on_session`` once the
+    Spark session is up (its start takes seconds: a progress display says what it waits for). ``buckets``: replay
     buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint).
     """
     if not inputs:
@@ -301,6 +305,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     own_session = spark is None
     jvm_log = checkpoint.parent / "spark-driver.log"
     session = spark or spark_session(master, conf, jvm_log=jvm_log)
+    if on_session is not None:
+        on_session()
     register(session)
     if writer_factory is not None:
         make_writer = writer_factory
@@ -404,14 +410,15 @@ def summarize_cluster(tables_dir: str | Path, cluster_id: str) -> ClusterSummary
 
 def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: bool | None = None,
                     timeout_seconds: int | None = None,
-                    on_batch: Callable[[BatchStats], None] | None = None) -> RunSummary:
+                    on_batch: Callable[[BatchStats], None] | None = None,
+                    on_session: Callable[[], None] | None = None) -> RunSummary:
     """:func:`run_job` with a resolved configuration (``pipelines.config.profiles``: CLI > environment > profile)."""
     keep_following = config.trigger is Trigger.CONTINUOUS if follow is None else follow
     return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
                    conf=config.spark.conf, cluster_id=config.cluster_id,
                    max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
                    follow=keep_following, timeout_seconds=timeout_seconds, policy=config.read_policy,
-                   on_batch=on_batch, buckets=config.buckets)
+                   on_batch=on_batch, on_session=on_session, buckets=config.buckets)
 
 
 @contextmanager

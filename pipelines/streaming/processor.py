@@ -24,7 +24,8 @@ moves values between Spark state, ``jbod_model`` objects and output rows.
 
 Output rows are ``(cluster_id, ord, table, payload)``: ``payload`` is a JSON object, either a row of an append-only
 table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a keyed entity
-(``{"k": key, "o": offset, "t": ms, "v": value or null}``) that :mod:`pipelines.lakehouse.tables` turns into current and
+(``pipelines.lakehouse.tables.event_payload``: the key by column name, ``o`` offset, ``t`` ms, ``v`` value or
+null) that :mod:`pipelines.lakehouse.tables` turns into current and
 history rows.
 """
 
@@ -37,6 +38,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import (
     MapState,
     StatefulProcessor,
@@ -45,7 +48,7 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
-from jbod_model.buckets import check_buckets, halted_after, owned_step
+from jbod_model.buckets import check_buckets, cluster_halt, owned_step, past_halt
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -65,6 +68,7 @@ from jbod_model.records.json_codec import dumps, record_to_json
 from jbod_model.replicas import ReplicaState
 from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.tables import event_payload
 from pipelines.streaming.codec import (
     broker_from_text,
     broker_to_text,
@@ -91,7 +95,7 @@ PARTITION_CHUNKS = 256
 
 
 def _bucket(key: PartitionKey) -> int:
-    return zlib.crc32(f"{key[0]}:{key[1]}".encode()) % BROKER_INDEX_BUCKETS
+    return zlib.crc32(_key_text(key).encode()) % BROKER_INDEX_BUCKETS
 
 
 def _chunk(key_text: str) -> int:
@@ -293,7 +297,7 @@ class RowSink:
         self.at.append(at)
 
     def event(self, entity: str, key: list[Any], step: Step, value: dict[str, Any] | None) -> None:
-        self.add(entity, {"k": key, "o": step.offset, "t": step.timestamp, "v": value}, step.offset)
+        self.add(entity, event_payload(entity, key, step.offset, step.timestamp, value), step.offset)
 
     def record(self, entry: LogEntry, applied: int | None, at: int, snapshot_index: int | None = None,
                offset: int | None = None) -> None:
@@ -561,31 +565,45 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: Value
     return sink
 
 
+#: Tables whose rows :func:`settle_rows` may merge or drop; every other row of an unhalted cluster passes as is.
+_SETTLED_TABLES = ("replay_faults", "log_gaps")
+
+
+def settle_batch(batch: pa.Table, halted: dict[str, int]) -> pa.Table:
+    """:func:`settle_rows` over a micro-batch as Arrow (what the sink collects). A batch without a fault or a
+    ``log_gaps`` row, of clusters none of which is halted — nearly every batch — passes unchanged, without turning
+    its rows into Python objects; the others go through :func:`settle_rows`."""
+    if batch.num_rows == 0:
+        return batch
+    special = pc.any(pc.is_in(batch.column("table"), pa.array(_SETTLED_TABLES))).as_py()
+    stopped = bool(halted) and pc.any(pc.is_in(batch.column("cluster_id"), pa.array(list(halted)))).as_py()
+    if not special and not stopped:
+        return batch
+    return pa.Table.from_pylist(settle_rows(batch.to_pylist(), halted), schema=batch.schema)
+
+
 def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict[str, Any]]:
     """One micro-batch's output rows of every bucket, as the cluster's: what the job writes.
 
-    * A replay fault halts the whole cluster at its offset, as the pure replay stops at the first entry it
-      refuses (``jbod_model.buckets.halted_after``): the earliest fault row is kept (every bucket reports a fault
-      on a record they all replay: one row), and every row of a step at or after it is dropped — the buckets that
-      did not see the faulting entry went on. ``halted`` (cluster → fault offset, from earlier batches' faults;
-      updated here) keeps them stopped in later batches.
+    * A replay fault halts the whole cluster at its offset (the rule: ``jbod_model.buckets.cluster_halt`` and
+      ``past_halt``): one fault row is kept, and every row of a step at or after it is dropped. ``halted``
+      (cluster → fault offset, from earlier batches' faults; updated here) keeps it stopped in later batches.
     * The ``log_gaps`` row of a re-bootstrap is counted per bucket: the partial rows are summed into one; the row
       of a record left out after a skipped range, reported by every bucket that replays the record, is kept once.
 
     Rows are the operator's (``cluster_id, ord, table, payload, bucket, at``); with one bucket nothing changes.
     """
-    faults: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
+    faults: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row["table"] == "replay_faults" and row["at"] is not None:
-            faults.setdefault(row["cluster_id"], []).append((int(row["at"]), int(row["bucket"]), row))
+            faults.setdefault(row["cluster_id"], []).append(row)
     keep_fault: dict[str, int] = {}
     for cluster_id, found in faults.items():
-        at, _bucket, first = min(found, key=lambda f: (f[0], f[1]))
-        stop = halted_after([halted.get(cluster_id), at])
+        stop, first = cluster_halt(halted.get(cluster_id), [(int(f["at"]), int(f["bucket"])) for f in found])
         assert stop is not None
         halted[cluster_id] = stop
-        if stop == at:
-            keep_fault[cluster_id] = id(first)
+        if first is not None:
+            keep_fault[cluster_id] = id(found[first])
     out: list[dict[str, Any]] = []
     gaps: dict[tuple[str, int], dict[str, Any]] = {}
     # A record left out after a skipped range (``jbod_model.gaps``) that every bucket replays is reported by each.
@@ -595,7 +613,7 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
         stop = halted.get(cluster_id)
         if row["table"] == "replay_faults" and keep_fault.get(cluster_id) != id(row):
             continue
-        if stop is not None and at is not None and at >= stop and keep_fault.get(cluster_id) != id(row):
+        if past_halt(at, stop) and keep_fault.get(cluster_id) != id(row):
             continue
         if row["table"] == "log_gaps":
             payload = json.loads(row["payload"])

@@ -172,3 +172,35 @@ def test_a_snapshot_loaded_over_any_image_gives_exactly_the_snapshots_image(data
             tables.apply(step)
             tables.assert_equals(pure[step.offset])
         assert not pending and store.image().same_state(pure[old_entries[-1].offset])
+
+
+class _ReferenceSteps(IncrementalReplayer):
+    """The incremental replayer with every step on the reference path (no single-record fast path)."""
+
+    __slots__ = ()
+
+    def _single_record_step(self, entry: LogEntry, offset: int) -> Step | None:
+        return None
+
+
+@SETTINGS
+@given(data=st.data())
+def test_the_single_record_fast_path_gives_the_reference_steps_and_writes(data: st.DataObject) -> None:
+    """``IncrementalReplayer._single_record_step`` (NoOps, leader and ISR changes) is a second implementation of
+    ``_step``: over any batching, the same steps, the same writes and the same stored image."""
+    entries = data.draw(valid_streams()).entries()
+    n = len(entries)
+    cuts = sorted(data.draw(st.lists(st.integers(1, max(1, n - 1)), unique=True, max_size=6))) if n > 1 else []
+    fast_store, reference_store = DictImageStore(), DictImageStore()
+    fast_pending: tuple[LogEntry, ...] = ()
+    reference_pending: tuple[LogEntry, ...] = ()
+    for lo, hi in pairwise([0, *cuts, n]):
+        fast = IncrementalReplayer(fast_store, fast_pending)
+        reference = _ReferenceSteps(reference_store, reference_pending)
+        for entry in entries[lo:hi]:
+            assert fast.replay(entry) == reference.replay(entry), f"the steps differ at offset {entry.offset}"
+        assert fast.writes() == reference.writes()
+        fast_store.apply(fast.writes())
+        reference_store.apply(reference.writes())
+        fast_pending, reference_pending = fast.pending_transaction(), reference.pending_transaction()
+    assert fast_store.image().same_state(reference_store.image())

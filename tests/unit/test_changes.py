@@ -153,6 +153,13 @@ class TestReads:
         assert store.reads.get("partition") == 1
         assert store.reads.get("topic_scan", 0) == 0 and store.reads.get("broker_partitions", 0) == 0
 
+    def test_a_leader_or_isr_change_reads_no_broker(self) -> None:
+        # The single-record fast path: the replica states cannot change when the replicas and directories stay.
+        store, n = loaded()
+        [step] = run(store, [pcr(pid=1, isr=(2,), leader=2)], n)
+        assert len(step.partitions) == 1 and step.replicas == ()
+        assert store.reads.get("broker", 0) == 0
+
 
 class TestTransactions:
     def test_a_transaction_is_one_step_at_its_end_even_across_batches(self) -> None:

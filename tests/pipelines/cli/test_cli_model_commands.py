@@ -61,15 +61,33 @@ def test_image_json_equals_the_model(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == image_to_json(replay_records(records))  # type: ignore[arg-type]
 
 
-def test_image_until_offset_stops_before_the_failure(tmp_path: Path) -> None:
+def test_image_as_of_offset_stops_before_the_failure(tmp_path: Path) -> None:
     records = disk_failure_records()
     path = write_jsonl(tmp_path / "in.jsonl", records)
-    doc = json.loads(runner.invoke(app, ["image", str(path), "--json", "--until-offset", "7"]).stdout)
+    # As of offset 6: record 6 included (the convention of the tables and of an image's lastOffset).
+    doc = json.loads(runner.invoke(app, ["image", str(path), "--json", "--as-of-offset", "6"]).stdout)
     assert doc["lastOffset"] == 6
     assert not any(r["offline"] for r in doc["replicas"])
     doc = json.loads(runner.invoke(app, ["image", str(path), "--json"]).stdout)
     offline = [(r["partitionId"], r["brokerId"], r["offlineReason"]) for r in doc["replicas"] if r["offline"]]
     assert offline == [(0, 1, "DIRECTORY_OFFLINE")]
+
+
+@pytest.mark.parametrize("command", [["image"], ["report"], ["whatif", "--fail-dir", str(D2)]])
+def test_one_offset_convention_and_the_old_flag_deprecated(tmp_path: Path, command: list[str]) -> None:
+    """--as-of-offset N (records <= N) on INPUT as on --tables; --until-offset N (records < N) still works as
+    --as-of-offset N-1, says so, and is not offered in --help."""
+    path = str(write_jsonl(tmp_path / "in.jsonl", disk_failure_records()))
+    new = runner.invoke(app, [*command, path, "--json", "--as-of-offset", "6"])
+    old = runner.invoke(app, [*command, path, "--json", "--until-offset", "7"])
+    assert new.exit_code == 0 and old.exit_code == 0, (new.output, old.output)
+    assert json.loads(old.stdout) == json.loads(new.stdout)
+    assert "deprecated: --until-offset 7 (records with offset < 7) is --as-of-offset 6" in old.stderr
+    assert "deprecated" not in new.stderr
+    both = runner.invoke(app, [*command, path, "--as-of-offset", "6", "--until-offset", "7"])
+    assert both.exit_code == EXIT_INPUT and "--as-of-offset N alone" in both.stderr
+    help_text = runner.invoke(app, [command[0], "--help"]).stdout
+    assert "--as-of-offset" in help_text and "--until-offset" not in help_text
 
 
 def test_image_tables_name_the_offline_replica(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_html_is_self_contained_with_two_plots_and_the_tables(mnt: Path, tmp_pat
     assert "Offline replicas by disk" in result.stdout  # the terminal report is printed too
 
 
-def test_until_offset_reports_before_the_failure(tmp_path: Path) -> None:
+def test_as_of_offset_reports_before_the_failure(tmp_path: Path) -> None:
     d1, d2 = Uuid.from_bytes(b"\x41" * 16), Uuid.from_bytes(b"\x42" * 16)
     topic = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
     records = [FeatureLevelRecord(name="metadata.version", feature_level=21),
@@ -135,7 +135,7 @@ def test_until_offset_reports_before_the_failure(tmp_path: Path) -> None:
     path.write_text("".join(entry_to_line(LogEntry(offset=i, record=r, batch_base_offset=min(i, 4),
                                                    timestamp=1_714_550_400_000 + 1000 * i)) + "\n"
                             for i, r in enumerate(records)))
-    before = json.loads(runner.invoke(make_app(), ["report", str(path), "--json", "--until-offset", "4"]).stdout)
+    before = json.loads(runner.invoke(make_app(), ["report", str(path), "--json", "--as-of-offset", "3"]).stdout)
     assert before["asOf"] == {"offset": 3, "timestamp": 1_714_550_403_000} and before["timeline"] == []
     after = json.loads(runner.invoke(make_app(), ["report", str(path), "--json"]).stdout)
     assert [e["kind"] for e in after["timeline"]] == ["DIRECTORY_FAILED"]

@@ -4,6 +4,11 @@ summary printed. The Spark boundary is patched here; tests/pipelines/streaming r
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -34,7 +39,7 @@ def test_no_arguments_replays_the_bundled_demo_into_the_profile_tables(tmp_path:
     calls: list[dict[str, Any]] = []
 
     def fake(inputs: list[Path], config: JobConfig, **kw: Any) -> RunSummary:
-        assert callable(kw.pop("on_batch"))
+        assert callable(kw.pop("on_batch")) and callable(kw.pop("on_session"))
         calls.append({"inputs": inputs, "tables": config.tables, "master": config.spark.master,
                       "cluster_id": config.cluster_id, **kw})
         return _summary(config.tables, DEMO_CLUSTER_ID)
@@ -160,3 +165,36 @@ def test_run_with_config_hands_the_policy_to_the_job(tmp_path: Path) -> None:
     with patch.object(pipelines.streaming.job, "run_job", fake_run_job):
         pipelines.streaming.job.run_with_config([tmp_path], config)
     assert seen["policy"] == "skip"
+
+
+SPINNER_SCRIPT = """
+import os, sys, time
+from pipelines.cli.shared import batch_progress
+with batch_progress() as progress:
+    # What spark_session does while the JVM starts: fd 2 pointed at the job's log.
+    saved = os.dup(2)
+    log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+    os.dup2(log, 2)
+    time.sleep(1.6)
+    os.dup2(saved, 2)
+    progress.session_started()
+    time.sleep(0.5)
+"""
+
+
+def test_the_spinner_says_starting_spark_and_keeps_time_while_the_jvm_log_takes_stderr(tmp_path: Path) -> None:
+    """On a terminal (a pseudo-terminal from util-linux ``script``), the live line says "starting Spark" and its
+    clock runs while file descriptor 2 is pointed at the JVM's log, then says what it waits for; nothing of it is
+    drawn into the log."""
+    script = shutil.which("script")
+    if script is None:
+        pytest.skip("needs util-linux `script` for a pseudo-terminal")
+    code, log = tmp_path / "spin.py", tmp_path / "spark-driver.log"
+    code.write_text(SPINNER_SCRIPT)
+    done = subprocess.run([script, "-qec", shlex.join([sys.executable, str(code), str(log)]), "/dev/null"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    shown = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", done.stdout)
+    # The second passed while fd 2 was the log's: the terminal saw it (the description changes right after).
+    assert re.search(r"starting Spark +0:00:01", shown), shown
+    assert "replaying on Spark: waiting for the first micro-batch" in shown
+    assert "starting Spark" not in log.read_text()

@@ -36,7 +36,7 @@ def test_image_from_tables_equals_the_model(spark: SparkSession, tmp_path: Path)
                                 "--json"])
     assert json.loads(as_of.stdout) == image_to_json(replay_entries(e for e in entries if e.offset <= middle))
 
-    replayed = runner.invoke(app, ["image", str(root), "--full-log", "--until-offset", str(middle + 1), "--json"])
+    replayed = runner.invoke(app, ["image", str(root), "--full-log", "--as-of-offset", str(middle), "--json"])
     assert json.loads(replayed.stdout) == json.loads(as_of.stdout)
 
     terminal = runner.invoke(app, ["image", "--tables", str(tables)])

@@ -93,9 +93,8 @@ def test_dirs_given_on_the_command_line_win_over_the_table(demo: Path, tmp_path:
 def test_report_takes_input_or_tables(demo: Path) -> None:
     assert "not both" in _error(["report", str(DEMO), "--tables", str(demo)])
     assert "give INPUT" in _error(["report"])
-    assert "--until-offset goes with INPUT" in _error(["report", "--tables", str(demo), "--until-offset", "3"])
     assert "--full-log goes with INPUT" in _error(["report", "--tables", str(demo), "--full-log"])
-    assert "--as-of-offset goes with --tables" in _error(["report", str(DEMO), "--as-of-offset", "3"])
+    assert "--as-of goes with --tables" in _error(["report", str(DEMO), "--as-of", "2024-05-01T00:00:00"])
     assert "--cluster goes with --tables" in _error(["report", str(DEMO), "--cluster", "c"])
 
 
@@ -126,10 +125,8 @@ def test_whatif_takes_input_or_tables(demo: Path) -> None:
     assert "not both" in _error(["whatif", str(DEMO), "--tables", str(demo), "--fail-dir", FAILED])
     assert "give INPUT" in _error(["whatif", "--fail-dir", FAILED])
     assert "--fail-dir" in _error(["whatif", "--tables", str(demo)])
-    assert "--as-of-offset goes with --tables" in _error(["whatif", str(DEMO), "--as-of-offset", "3",
-                                                          "--fail-dir", FAILED])
-    assert "--until-offset goes with INPUT" in _error(["whatif", "--tables", str(demo), "--until-offset", "3",
-                                                       "--fail-dir", FAILED])
+    assert "--as-of goes with --tables" in _error(["whatif", str(DEMO), "--as-of", "2024-05-01T00:00:00",
+                                                   "--fail-dir", FAILED])
     as_of = runner.invoke(app, ["whatif", "--tables", str(demo), "--as-of-offset", "31", "--fail-dir", FAILED])
     assert as_of.exit_code == 0 and "If broker 2 /mnt/d1 (Y8UXxSTr…) failed now: 3 replicas" in as_of.stdout
 

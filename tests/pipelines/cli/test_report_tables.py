@@ -1,8 +1,9 @@
 """``jbod report`` and ``jbod whatif`` read from the Delta tables: the same report (JSON) and the same what-if as a
-replay of the input, at the latest offset and as of offsets in the middle (``--as-of-offset N`` is ``--until-offset
-N+1``), for the bundled demo (requests through the reference controller), a simulated disk failure (a real metadata
-log with batch times) and a log whose beginning was deleted (the job starts from a snapshot). The tables are written
-once, by ``jbod run`` itself (its Spark call given the shared session), with the demo's disks loaded by ``--dirs``.
+replay of the input, at the latest offset and as of offsets in the middle (``--as-of-offset N`` on the tables is
+``--as-of-offset N`` on the input), for the bundled demo (requests through the reference controller), a simulated
+disk failure (a real metadata log with batch times) and a log whose beginning was deleted (the job starts from a
+snapshot). The tables are written once, by ``jbod run`` itself (its Spark call given the shared session), with the
+demo's disks loaded by ``--dirs``.
 """
 
 from __future__ import annotations
@@ -135,10 +136,10 @@ def test_demo_report_from_tables_equals_the_replay_of_the_input(lake: Lake) -> N
 
 
 @pytest.mark.parametrize("as_of", [3, 20, 28, 31, 32])
-def test_demo_report_as_of_an_offset_equals_the_input_until_the_next(lake: Lake, as_of: int) -> None:
-    # --until-offset cuts records, not requests: the demo's log (the controller's records) is the input to cut.
+def test_demo_report_as_of_an_offset_equals_the_input_as_of_it(lake: Lake, as_of: int) -> None:
+    # --as-of-offset on INPUT cuts records, not requests: the demo's log (the controller's records) is the input to cut.
     assert _report_tables(lake, DEMO_CLUSTER_ID, as_of) == _json(
-        ["report", str(lake.demo_log), "--until-offset", str(as_of + 1), "--json", *_dirs(DEMO_DIRS)])
+        ["report", str(lake.demo_log), "--as-of-offset", str(as_of), "--json", *_dirs(DEMO_DIRS)])
 
 
 def test_simulated_disk_failure_report_from_tables_equals_the_replay_of_the_log(lake: Lake) -> None:
@@ -154,7 +155,7 @@ def test_simulated_disk_failure_report_from_tables_equals_the_replay_of_the_log(
     failure = min(e["offset"] for e in latest["timeline"] if e["kind"] == "DIRECTORY_FAILED")
     for as_of in (failure - 1, failure, (failure + latest["asOf"]["offset"]) // 2):
         assert _report_tables(lake, lake.sim_cluster, as_of) == _json(
-            ["report", metadata, "--full-log", "--until-offset", str(as_of + 1), "--json", *_dirs(sim_dirs)]), as_of
+            ["report", metadata, "--full-log", "--as-of-offset", str(as_of), "--json", *_dirs(sim_dirs)]), as_of
 
 
 def test_a_log_that_starts_at_a_snapshot_reports_from_it(lake: Lake) -> None:
@@ -162,7 +163,7 @@ def test_a_log_that_starts_at_a_snapshot_reports_from_it(lake: Lake) -> None:
     assert _report_tables(lake, TRUNCATED) == _json(["report", str(lake.truncated), "--json"])
     for as_of in (SNAPSHOT_END - 1, SNAPSHOT_END + 7):
         assert _report_tables(lake, TRUNCATED, as_of) == _json(
-            ["report", str(lake.truncated), "--until-offset", str(as_of + 1), "--json"])
+            ["report", str(lake.truncated), "--as-of-offset", str(as_of), "--json"])
     before = runner.invoke(app, ["report", "--tables", str(lake.tables), "--cluster", TRUNCATED,
                                  "--as-of-offset", str(SNAPSHOT_END - 5)])
     assert before.exit_code == 2 and f"from the snapshot at offset {SNAPSHOT_END - 1}" in before.stderr
@@ -187,7 +188,7 @@ def test_whatif_from_tables_equals_whatif_on_the_input(lake: Lake) -> None:
     before = _json(["whatif", "--tables", str(lake.tables), "--cluster", lake.sim_cluster, "--as-of-offset",
                     str(as_of), "--fail-dir", sim_fail, "--json"])
     assert before["partitions"] and before == _json(
-        ["whatif", str(lake.sim / "metadata"), "--until-offset", str(as_of + 1), "--fail-dir", sim_fail, "--json",
+        ["whatif", str(lake.sim / "metadata"), "--as-of-offset", str(as_of), "--fail-dir", sim_fail, "--json",
          *_dirs(sorted(str(p) for p in lake.sim.glob("broker-*")))])
 
 

@@ -79,4 +79,6 @@ def test_the_printed_spark_submit_line_runs_a_job_of_the_jobs_file(tmp_path: Pat
     output = done.stdout + done.stderr
     assert "job ingest: jbod run --tables" in output
     assert "launched by spark-submit: its master (local[1])" in output
+    # Spark's start-up INFO lines (about forty with its default log4j2 profile) stay out of the job's output.
+    assert " INFO " not in output and "Using Spark's default log4j profile" not in output, output[:4000]
     _assert_demo_tables(tables)

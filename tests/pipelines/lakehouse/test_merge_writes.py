@@ -18,7 +18,15 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from jbod_model.errors import InputError
-from pipelines.lakehouse.tables import ENTITIES, REMOVED, DeltaRsWriter, fold_versions, read_table, table_schemas
+from pipelines.lakehouse.tables import (
+    ENTITIES,
+    REMOVED,
+    DeltaRsWriter,
+    event_payload,
+    fold_versions,
+    read_table,
+    table_schemas,
+)
 
 ENTITY = ENTITIES["replica"]
 KEYS = [("T" + "abc"[t], p, b) for t in range(3) for p in range(2) for b in range(3)]
@@ -55,7 +63,7 @@ def _fold(events: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]],
 
 def _rows(batch: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]]) -> list[dict[str, Any]]:
     return [{"cluster_id": "c", "ord": i, "table": ENTITY.name,
-             "payload": json.dumps({"k": list(k), "o": o, "t": o, "v": v})} for i, (k, o, v) in enumerate(batch)]
+             "payload": json.dumps(event_payload(ENTITY.name, list(k), o, o, v))} for i, (k, o, v) in enumerate(batch)]
 
 
 def _read(root: Path, current: str, history: str) -> tuple[set[tuple[Any, ...]], list[tuple[Any, ...]]]:

@@ -4,13 +4,15 @@ the right current rows and history versions."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jbod_model.replay import replay_records
 from jbod_model.simulator.churn import ChurnSpec, churn_log
-from pipelines.lakehouse.tables import VERSIONED, plan_batch, stored_schemas, table_schemas
+from pipelines.lakehouse.tables import VERSIONED, event_payload, plan_batch, stored_schemas, table_schemas
 from pipelines.streaming.codec import broker_from_text, broker_to_text, partition_from_text, partition_to_text
 
 
@@ -27,26 +29,26 @@ def test_registrations_round_trip_through_their_state_form(seed: int) -> None:
 def _event(ord_: int, entity: str, key: list[object], offset: int,
            value: dict[str, object] | None) -> dict[str, object]:
     return {"cluster_id": "c", "ord": ord_, "table": entity,
-            "payload": json.dumps({"k": key, "o": offset, "t": 1000 + offset, "v": value})}
+            "payload": json.dumps(event_payload(entity, key, offset, 1000 + offset, value))}
 
 
 def test_events_of_a_key_become_versions_and_one_current_row() -> None:
     rows = [_event(0, "topic", ["T"], 5, {"topic_name": "a"}), _event(1, "topic", ["T"], 9, None),
             _event(2, "topic", ["T"], 12, {"topic_name": "a"}), _event(3, "topic", ["U"], 7, {"topic_name": "u"})]
     plan = plan_batch(rows)
-    history = plan.appends["topic_history"]
+    history = plan.rows("topic_history")
     # Appended only, no end stored: the key's next row ends a version (readers derive it, jbod maintain stores it).
     assert [(r["topic_id"], r["removed"], r["valid_from_offset"], r["valid_to_offset"]) for r in history] == [
         ("T", False, 5, None), ("T", True, 9, None), ("T", False, 12, None), ("U", False, 7, None)]
-    current = {r["topic_id"]: r for r in plan.appends["topics"]}
+    current = {r["topic_id"]: r for r in plan.rows("topics")}
     assert current["T"]["since_offset"] == 12 and not current["T"]["removed"]
-    assert current["T"]["since_time"] == 1012 * 1000  # microseconds
+    assert current["T"]["since_time"] == datetime(1970, 1, 1, 0, 0, 1, 12_000, tzinfo=UTC)  # 1,012 ms
 
 
 def test_a_deleted_key_leaves_a_removed_row_that_ends_its_version() -> None:
     plan = plan_batch([_event(0, "broker", [1], 3, None)])
-    assert plan.appends["brokers"][0]["removed"]
-    assert [(r["removed"], r["valid_from_offset"]) for r in plan.appends["broker_history"]] == [(True, 3)]
+    assert plan.rows("brokers")[0]["removed"]
+    assert [(r["removed"], r["valid_from_offset"]) for r in plan.rows("broker_history")] == [(True, 3)]
 
 
 def test_every_stored_table_is_its_readers_columns_and_removed() -> None:
@@ -72,4 +74,6 @@ def test_record_times_are_written_in_microseconds() -> None:
     no_time = {**row, "offset": 8, "timestamp": None}
     plan = plan_batch([{"cluster_id": "c", "ord": i, "table": "records", "payload": json.dumps(r)}
                        for i, r in enumerate([row, no_time])])
-    assert [r["timestamp"] for r in plan.appends["records"]] == [1_700_000_000_123_000, None]
+    stamps = plan.appends["records"].column("timestamp")
+    assert stamps.type == pa.timestamp("us", tz="UTC")
+    assert stamps.cast(pa.int64()).to_pylist() == [1_700_000_000_123_000, None]

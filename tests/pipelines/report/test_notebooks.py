@@ -88,3 +88,18 @@ def test_notebook_executes(path: Path, tmp_path: Path) -> None:
     errors = [o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert errors == []
     assert any(INJECTED_TAG in c.metadata.get("tags", []) for c in book.cells)
+
+
+def test_the_kernel_says_nothing_to_the_user(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The kernel's own log (it inherits our stderr) stays quiet: over TCP, ipykernel warns on every start that the
+    kernel 'is running over TCP without encryption'."""
+    book = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("ANSWER = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print(ANSWER * 2)")])
+    nbformat.write(book, tmp_path / "tiny.ipynb")
+    result = run_notebook(tmp_path / "tiny.ipynb", {"ANSWER": 21}, tmp_path / "out.ipynb", cwd=tmp_path)
+    out = nbformat.read(result.output, as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "42\n"
+    captured = capfd.readouterr()
+    assert "WARNING" not in captured.err and "without encryption" not in captured.err, captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb", "tiny.ipynb"]  # no socket files left here

@@ -254,6 +254,10 @@ jobs:
     assert argv[0].endswith("spark-submit")
     assert argv[argv.index("--master") + 1] == "spark://127.0.0.1:7077"
     assert argv[argv.index("--driver-memory") + 1] == "3g"
+    # The driver logs warnings and errors only: the file is the package's, read by the JVM as it starts.
+    java = argv[argv.index("--driver-java-options") + 1]
+    log4j = Path(java.removeprefix("-Dlog4j2.configurationFile="))
+    assert log4j == REPO / "pipelines" / "cli" / "log4j2.properties" and "rootLogger.level = warn" in log4j.read_text()
     script = Path(argv[argv.index("--file") - 4])
     assert script == REPO / "pipelines" / "cli" / "__main__.py" and script.is_file()
     assert argv[-5:] == ["jobs", "run", "ingest", "--file", str(path.resolve())]

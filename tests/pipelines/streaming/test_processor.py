@@ -33,13 +33,17 @@ def _frame(entries: list[Any], input_kind: str = "log") -> pd.DataFrame:
                          for e in entries])
 
 
+def _replica_key(payload: dict[str, Any]) -> tuple[str, int, int]:
+    return payload["topic_id"], payload["partition_id"], payload["broker_id"]
+
+
 def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[tuple[str, int, str, str]]) -> None:
     plan = plan_batch([{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
-    for table, appended in plan.appends.items():
+    for table in plan.tables():
         if table not in CURRENT_TABLES:
             continue
         target = current.setdefault(table, {})
-        for row in appended:
+        for row in plan.rows(table):
             key = tuple(v for k, v in row.items() if k in ("topic_id", "partition_id", "broker_id", "name"))
             if row["removed"]:
                 target.pop(key, None)
@@ -134,12 +138,12 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
     dropped = [p for table, p in payloads if table == "records" and p["applied_offset"] is None]
     assert [p["offset"] for p in dropped] == [cut, cut + 1]
     # The topics deleted in the gap close at the snapshot's offset (the tail may delete others later) …
-    closed = {p["k"][0] for table, p in payloads if table == "topic" and p["v"] is None and p["o"] == snap_end - 1}
+    closed = {p["topic_id"] for table, p in payloads if table == "topic" and p["v"] is None and p["o"] == snap_end - 1}
     assert closed == {str(t) for t in set(before.topics.by_id) - set(snapshot_image.topics.by_id)}
     # … and so do the offline intervals that ended in it (back online, gone, or offline otherwise).
     old, new = _offline(before), _offline(snapshot_image)
-    ended = {tuple(p["k"]) for table, p in payloads if table == "offline" and p["o"] == snap_end - 1
-             and tuple(p["k"]) in old}
+    ended = {_replica_key(p) for table, p in payloads if table == "offline" and p["o"] == snap_end - 1
+             and _replica_key(p) in old}
     assert ended == {k for k, v in old.items() if new.get(k) != v}
     want = image_to_json(replay_entries(entries))
     assert sorted((t[0], r["topic_name"]) for t, r in current["topics"].items()) == \
