@@ -40,6 +40,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Final
 
 from jbod_model.directory_id import LOST, MIGRATING, UNASSIGNED, DirectoryState, is_reserved
 from jbod_model.errors import ReplayFault
@@ -1286,6 +1287,11 @@ class InvariantTracker:
         # it touches (or of a deleted topic) without scanning every pending placement — after an upgrade to
         # 3.7-IV2 every replica of a large cluster is MIGRATING, i.e. pending, at once.
         self._pending_index: dict[Uuid, dict[int, set[int]]] = {}
+        # The partitions with a placeholder directory (UNASSIGNED or MIGRATING) whatever their brokers' state:
+        # the only ones a broker change can make pending, so that one rescans these, not every partition (a
+        # large cluster's placements are almost all done; its brokers restart and fence all the time). Kept by
+        # the batches that touch partitions or delete topics; rebuilt by a metadata.version change.
+        self._placeholders: dict[Uuid, set[int]] = {}
         # The clocks as min-heaps of when they started (offset; batch time where known), so a batch finds the
         # overdue ones without looking at every clock. Entries of dropped clocks stay until popped or compacted.
         self._by_offset: list[_Deadline] = []
@@ -1429,10 +1435,15 @@ class InvariantTracker:
                 self._remember_dirs(rec.broker_id, rec.log_dirs)
         touched = _touched_partitions(entries)
         out.extend(self._check_i21(before, after, touched))
+        removed = {e.record.topic_id for e in entries if isinstance(e.record, RemoveTopicRecord)}
+        for tid in removed:
+            self._placeholders.pop(tid, None)
+        for tid, pid in touched:
+            self._note_placeholders(after, tid, pid)
         if _changes_brokers_or_gate(entries):
-            self._rescan(after, now, now_ts)
+            self._rescan(after, now, now_ts, everything=_has(entries, FeatureLevelRecord))
         else:
-            for tid in {e.record.topic_id for e in entries if isinstance(e.record, RemoveTopicRecord)}:
+            for tid in removed:
                 for pid, brokers in self._pending_index.pop(tid, {}).items():
                     for b in brokers:
                         del self._pending[(tid, pid, b)]
@@ -1461,11 +1472,30 @@ class InvariantTracker:
                               offset=offset))
         return out
 
-    def _rescan(self, image: MetadataImage, now: int, now_ts: int | None) -> None:
-        """Recompute every pending placement and carried-over registration (after broker or gate changes)."""
+    def _note_placeholders(self, image: MetadataImage, tid: Uuid, pid: int) -> None:
+        """Keep :attr:`_placeholders` right for one partition as ``image`` has it."""
+        part = image.topics.get_partition(tid, pid)
+        if part is not None and any(d in _PLACEHOLDERS for d in part.directories):
+            self._placeholders.setdefault(tid, set()).add(pid)
+        else:
+            parts = self._placeholders.get(tid)
+            if parts is not None:
+                parts.discard(pid)
+                if not parts:
+                    del self._placeholders[tid]
+
+    def _rescan(self, image: MetadataImage, now: int, now_ts: int | None, *, everything: bool = True) -> None:
+        """Recompute every pending placement and carried-over registration (after broker or gate changes). Only
+        the partitions with a placeholder directory can be pending; with ``everything`` (the start, a
+        metadata.version change) every partition is looked at and that index rebuilt, else the index says which."""
         live: set[ReplicaKey] = set()
-        for topic, pid, _ in image.topics.partitions():
-            live.update(self._rescan_partition(image, topic.id, pid, now, now_ts))
+        if everything:
+            self._placeholders = {}
+            for topic, pid, _ in image.topics.partitions():
+                self._note_placeholders(image, topic.id, pid)
+        for tid, pids in self._placeholders.items():
+            for pid in pids:
+                live.update(self._rescan_partition(image, tid, pid, now, now_ts))
         for key in [k for k in self._pending if k not in live]:
             self._drop_pending(key)
         for b, reg in image.cluster.brokers.items():
@@ -1566,6 +1596,10 @@ class InvariantTracker:
                                     "re-registered (BrokerRegistrationTracker)", broker_id=b, offset=now,
                               severity=Severity.WARNING))
         return out
+
+
+#: The directories of a placement not made yet (I12): the broker will assign the replica a real one.
+_PLACEHOLDERS: Final = (UNASSIGNED, MIGRATING)
 
 
 def _changes_brokers_or_gate(entries: Entries) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 from jbod_model.errors import InputError, ReplayFault
 from jbod_model.gaps import absorb as absorb_gap_consequence
@@ -557,6 +558,23 @@ def check_snapshot_offset(last_offset: int, end_offset: int) -> None:
 def replay_entries(entries: Iterable[LogEntry], image: MetadataImage = EMPTY_IMAGE) -> MetadataImage:
     """Replay entries onto ``image`` (empty by default) and return the resulting image."""
     return Replayer(image).replay_all(entries)
+
+
+#: The records whose replay can change an image's configurations (``ConfigurationsDelta``): a ConfigRecord sets or
+#: deletes a key, a RemoveTopicRecord drops its topic's configs by the topic's name — which its TopicRecord gives — and
+#: the transaction markers decide whether and when the records between them take effect (``MetadataBatchLoader``).
+#: No other record reads or writes configurations, so replaying only these gives the configurations a replay of the
+#: whole log gives (:func:`configurations_of`).
+CONFIGURATION_RECORDS: Final = (ConfigRecord, TopicRecord, RemoveTopicRecord, BeginTransactionRecord,
+                                 EndTransactionRecord, AbortTransactionRecord)
+
+
+def configurations_of(entries: Iterable[LogEntry], image: MetadataImage = EMPTY_IMAGE) -> ConfigurationsImage:
+    """The configurations after replaying ``entries`` onto ``image``, from their :data:`CONFIGURATION_RECORDS`
+    alone (the others are skipped unread): what ``jbod whatif --tables`` needs of a log whose every other part
+    of the image a table holds. ``image`` needs only the configurations and the topics of the log's base (the
+    snapshot's, with or without partitions)."""
+    return replay_entries((e for e in entries if isinstance(e.record, CONFIGURATION_RECORDS)), image).configs
 
 
 def replay_records(records: Iterable[Record], image: MetadataImage = EMPTY_IMAGE,

@@ -12,11 +12,8 @@ from typing import Annotated
 import typer
 
 from jbod_model.errors import InputError
-from jbod_model.image import EMPTY_IMAGE
 from jbod_model.meta_properties import read_file as read_meta_properties
-from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_to_json
-from jbod_model.replay import replay_entries
 from jbod_model.report import DirectoryPaths, format_directory
 from jbod_model.sources import open_inputs
 from jbod_model.uuid import Uuid
@@ -88,12 +85,11 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
             raise InputError("name the disks to fail with --fail-dir (repeat for several)")
         explicit, _inv = load_paths(dirs, as_root=as_root)
         if tables is not None:
-            from pipelines.lakehouse.tables import log_entries, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+            from pipelines.lakehouse.tables import metadata_image, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
 
             cid = resolve_cluster(tables, cluster)
-            base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
-            records = (e for e in shared.tracked(entries, "decoding and replaying") if isinstance(e, LogEntry))
-            image = replay_entries(records, base if base is not None else EMPTY_IMAGE)
+            # The image from the current/history tables, not a replay of the records table from its start.
+            image = metadata_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
             paths = directory_paths_for(tables, cid, explicit)
         else:
             loaded = open_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset))

@@ -30,9 +30,9 @@ next row) and ``jbod maintain`` folds them into that form (:func:`fold_versions`
 joins do not take).
 
 Besides the state as of an offset, the readers give the log itself (:func:`log_entries`: the ``records`` rows as
-``LogEntry`` values from the latest snapshot at or before an offset, which ``jbod report --tables`` and
-``jbod whatif --tables`` replay) and the directory paths (:func:`directory_paths`,
-:func:`replica_assignments_with_paths`).
+``LogEntry`` values from the latest snapshot at or before an offset, which ``jbod report --tables`` replays), the
+model's image without a replay (:func:`metadata_image`, which ``jbod whatif --tables`` asks its question of) and the
+directory paths (:func:`directory_paths`, :func:`replica_assignments_with_paths`).
 """
 
 from __future__ import annotations
@@ -54,13 +54,24 @@ from deltalake import Field as DeltaField
 from deltalake.schema import PrimitiveType
 
 from jbod_model.errors import InputError
-from jbod_model.image import MetadataImage
+from jbod_model.image import (
+    EMPTY_IMAGE,
+    BrokerRegistration,
+    ClusterImage,
+    FeaturesImage,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
 from jbod_model.meta_properties import DirInventory, DirInventoryRow
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import record_from_json
-from jbod_model.records.metadata import Record
+from jbod_model.records.metadata import BrokerEndpoint, Record
+from jbod_model.replay import CONFIGURATION_RECORDS, configurations_of
 from jbod_model.report import DirectoryPaths
+from jbod_model.slots import gc_paused
 from jbod_model.sources import snapshot_image
 from jbod_model.uuid import Uuid
 
@@ -704,8 +715,56 @@ def _entity_table(tables_dir: str | Path, entity: Entity, cluster: str, as_of_of
     return read_table(tables_dir, entity.history, where)
 
 
-def _rows(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None) -> list[dict[str, Any]]:
-    return list(_entity_table(tables_dir, entity, cluster, as_of_offset).to_pylist())
+def _last_of_each_key(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Table:
+    """Per key, its row with the greatest ``start``, ordered by key: one sort (keys, then start) and a mask of the
+    rows whose key differs from the next row's. Vectorised (pyarrow), where the SQL of :func:`resolved_sql` needs a
+    window or a join over every stored row."""
+    n = rows.num_rows
+    if n == 0:
+        return rows
+    ordered = rows.take(pc.sort_indices(rows, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")]))
+    last: pa.Array | pa.ChunkedArray | None = None
+    for key in keys:
+        column = ordered.column(key)
+        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
+        last = differs if last is None else pc.or_(last, differs)
+    assert last is not None
+    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
+    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+
+
+def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
+                 columns: Sequence[str]) -> pa.Table:
+    """The ``entity``'s live keys of ``cluster`` as of ``as_of_offset`` (None: the latest), with their key columns
+    and ``columns`` of its value, ordered by key — the same rows :func:`resolved_sql`'s view gives (the current
+    table, or the history's versions valid then), read from the stored rows directly, whatever ``jbod maintain``
+    has folded.
+
+    The rule: a key's version as of N is its stored row with the greatest start at or before N (a later start is a
+    later change of the key; the history table's rows or, for the latest state, the current table's), unless that
+    row is a :data:`REMOVED` row or a folded version whose stored end is at or before N (the fold dropped the
+    removal row and stored the end it made). Only the rows of the cluster that start by N and only the columns
+    asked for are read (predicates pushed down to the Delta scan)."""
+    names = [k for k, _ in entity.key]
+    lo, hi = entity.interval
+    latest = as_of_offset is None and entity.current is not None
+    table, start = (entity.current, "since_offset") if latest else (entity.history, f"{lo}_offset")
+    assert table is not None
+    end = None if latest else f"{hi}_offset"
+    where = f"cluster_id = {_lit(cluster)}"
+    if as_of_offset is not None:
+        where += f" AND {start} <= {int(as_of_offset)}"
+    wanted = [*names, *(c for c in columns if c not in names), start, REMOVED, *([end] if end else [])]
+    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, table)).execute(
+        f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored WHERE {where}")))
+    rows = _last_of_each_key(read, names, start)
+    live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
+    if end is not None:
+        open_then = pc.is_null(rows.column(end))
+        if as_of_offset is not None:
+            open_then = pc.or_kleene(open_then, pc.greater(rows.column(end), int(as_of_offset)))
+        live = pc.and_(live, open_then)
+    return rows.filter(live).select([*names, *(c for c in columns if c not in names)])
 
 
 def last_offset(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> int:
@@ -738,34 +797,103 @@ def as_of_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset
                 ) -> dict[str, Any]:
     """The image JSON (docs/image-json.md) of ``cluster`` as of ``as_of_offset`` (every record with offset ≤ N
     replayed; None = the latest state), read from the tables: equal to ``image_to_json`` of the model's replay of
-    the same records."""
+    the same records. Every list comes out of :func:`entity_state` in the contract's order (by key: topic id text,
+    partition, broker), so the rows are zipped from columns, never sorted or turned into dicts one by one first.
+    Built with the cyclic collector paused, as ``image_to_json`` is (millions of acyclic dicts and lists)."""
     cid = resolve_cluster(tables_dir, cluster)
-    features = {r["name"]: r["level"] for r in _rows(tables_dir, ENTITIES["feature"], cid, as_of_offset)}
-    level = int(features.get(FEATURE_NAME, 0))
-    brokers = sorted(({"brokerId": r["broker_id"], "brokerEpoch": r["broker_epoch"],
-                       "incarnationId": r["incarnation_id"], "fenced": r["fenced"],
-                       "inControlledShutdown": r["in_controlled_shutdown"], "logDirs": list(r["log_dirs"])}
-                      for r in _rows(tables_dir, ENTITIES["broker"], cid, as_of_offset)),
-                     key=lambda b: b["brokerId"])
-    topics = sorted(({"topicId": r["topic_id"], "name": r["topic_name"]}
-                     for r in _rows(tables_dir, ENTITIES["topic"], cid, as_of_offset)), key=lambda t: t["topicId"])
-    partitions = sorted(
-        ({"topicId": r["topic_id"], "partitionId": r["partition_id"], "replicas": list(r["replicas"]),
-          "isr": list(r["isr"]), "leader": r["leader"], "leaderEpoch": r["leader_epoch"],
-          "partitionEpoch": r["partition_epoch"], "directories": list(r["directories"]),
-          "addingReplicas": list(r["adding_replicas"]), "removingReplicas": list(r["removing_replicas"]),
-          "eligibleLeaderReplicas": list(r["eligible_leader_replicas"]), "lastKnownElr": list(r["last_known_elr"])}
-         for r in _rows(tables_dir, ENTITIES["partition"], cid, as_of_offset)),
-        key=lambda p: (p["topicId"], p["partitionId"]))
-    replicas = sorted(
-        ({"topicId": r["topic_id"], "partitionId": r["partition_id"], "brokerId": r["broker_id"],
-          "directory": r["directory"], "directoryState": r["directory_state"], "offline": r["offline"],
-          "offlineReason": r["offline_reason"]}
-         for r in _rows(tables_dir, ENTITIES["replica"], cid, as_of_offset)),
-        key=lambda r: (r["topicId"], r["partitionId"], r["brokerId"]))
+    with gc_paused():
+        return _as_of_image(tables_dir, cid, as_of_offset)
+
+
+def _as_of_image(tables_dir: str | Path, cid: str, as_of_offset: int | None) -> dict[str, Any]:
+
+    def state(name: str, *columns: str) -> list[list[Any]]:
+        """The entity's key columns, then ``columns``, as lists."""
+        entity = ENTITIES[name]
+        rows = entity_state(tables_dir, entity, cid, as_of_offset, columns)
+        return [rows.column(c).to_pylist() for c in (*(k for k, _ in entity.key), *columns)]
+
+    levels = dict(zip(*state("feature", "level"), strict=True))
+    level = int(levels.get(FEATURE_NAME, 0))
+    brokers = [{"brokerId": b, "brokerEpoch": e, "incarnationId": i, "fenced": f, "inControlledShutdown": c,
+                "logDirs": d}
+               for b, e, i, f, c, d in zip(*state("broker", "broker_epoch", "incarnation_id", "fenced",
+                                                  "in_controlled_shutdown", "log_dirs"), strict=True)]
+    topics = [{"topicId": t, "name": n} for t, n in zip(*state("topic", "topic_name"), strict=True)]
+    partitions = [{"topicId": t, "partitionId": p, "replicas": r, "isr": i, "leader": ld, "leaderEpoch": le,
+                   "partitionEpoch": pe, "directories": d, "addingReplicas": a, "removingReplicas": rm,
+                   "eligibleLeaderReplicas": elr, "lastKnownElr": lk}
+                  for t, p, r, i, ld, le, pe, d, a, rm, elr, lk in zip(*state(
+                      "partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "directories",
+                      "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr"),
+                      strict=True)]
+    replicas = [{"topicId": t, "partitionId": p, "brokerId": b, "directory": d, "directoryState": ds, "offline": o,
+                 "offlineReason": why}
+                for t, p, b, d, ds, o, why in zip(*state("replica", "directory", "directory_state", "offline",
+                                                         "offline_reason"), strict=True)]
     return {"featureLevel": level, "metadataVersion": MetadataVersion(level).name,
             "lastOffset": last_offset(tables_dir, cid, as_of_offset), "brokers": brokers, "topics": topics,
             "partitions": partitions, "replicas": replicas}
+
+
+def metadata_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
+                   ) -> MetadataImage:
+    """The model's image of ``cluster`` as of ``as_of_offset`` (None: the latest) built from the tables, not by
+    replaying the log: features, brokers, topics and partitions from their tables (:func:`entity_state`), the
+    configurations from the only records that change them (:func:`jbod_model.replay.configurations_of`, a few
+    hundred rows of ``records``). Equal to the replay's image (``same_state``) but for the brokers' supported
+    feature ranges, which no table holds and no controller decision on directories reads — what ``jbod whatif
+    --tables`` asks its question of."""
+    cid = resolve_cluster(tables_dir, cluster)
+    with gc_paused():
+        return _metadata_image(tables_dir, cid, as_of_offset)
+
+
+def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None) -> MetadataImage:
+    def state(name: str, *columns: str) -> list[list[Any]]:
+        entity = ENTITIES[name]
+        rows = entity_state(tables_dir, entity, cid, as_of_offset, columns)
+        return [rows.column(c).to_pylist() for c in (*(k for k, _ in entity.key), *columns)]
+
+    uuids: dict[str, Uuid] = {}
+
+    def uuid(text: str) -> Uuid:
+        # A cluster has few directories and topics, each named by hundreds of thousands of rows: parse each once.
+        found = uuids.get(text)
+        if found is None:
+            found = uuids[text] = Uuid.from_string(text)
+        return found
+
+    levels = dict(zip(*state("feature", "level"), strict=True))
+    brokers = {b: BrokerRegistration(
+        id=b, epoch=epoch, incarnation_id=uuid(inc), listeners=_listeners(listeners), rack=rack, fenced=fenced,
+        in_controlled_shutdown=shutdown, is_migrating_zk_broker=zk, directories=tuple(uuid(d) for d in dirs))
+        for b, epoch, inc, fenced, shutdown, zk, rack, dirs, listeners in zip(*state(
+            "broker", "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "is_migrating_zk_broker",
+            "rack", "log_dirs", "listeners"), strict=True)}
+    parts: dict[str, dict[int, PartitionRegistration]] = {}
+    for t, p, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk in zip(*state(
+            "partition", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
+            "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr"),
+            strict=True):
+        parts.setdefault(t, {})[p] = PartitionRegistration(
+            replicas=tuple(replicas), directories=tuple(uuid(d) for d in dirs), isr=tuple(isr),
+            removing_replicas=tuple(removing), adding_replicas=tuple(adding), elr=tuple(elr),
+            last_known_elr=tuple(lk), leader=leader, leader_recovery_state=lrs, leader_epoch=le,
+            partition_epoch=pe)
+    topics = {uuid(t): TopicImage(name=name, id=uuid(t), partitions=parts.get(t, {}))
+              for t, name in zip(*state("topic", "topic_name"), strict=True)}
+    base, entries = log_entries(tables_dir, cid, as_of_offset, types=[t.TYPE_NAME for t in CONFIGURATION_RECORDS])
+    configs = configurations_of(entries, base if base is not None else EMPTY_IMAGE)
+    return MetadataImage(features=FeaturesImage(levels), cluster=ClusterImage(brokers),
+                         topics=TopicsImage(topics, {t.name: i for i, t in topics.items()}), configs=configs,
+                         last_offset=last_offset(tables_dir, cid, as_of_offset))
+
+
+def _listeners(text: str | None) -> tuple[BrokerEndpoint, ...]:
+    """A ``brokers.listeners`` value (JSON text, as the job writes a registration's endpoints) as the model's."""
+    return tuple(BrokerEndpoint(name=e["name"], host=e["host"], port=e["port"],
+                                security_protocol=e["securityProtocol"]) for e in json.loads(text or "[]"))
 
 
 def offline_intervals(tables_dir: str | Path, cluster: str | None = None) -> list[dict[str, Any]]:
@@ -817,7 +945,7 @@ def _entries(tables_dir: str | Path, where: str, order: str) -> Iterator[LogEntr
 
 
 def log_entries(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
-                ) -> tuple[MetadataImage | None, Iterator[LogEntry]]:
+                types: Iterable[str] | None = None) -> tuple[MetadataImage | None, Iterator[LogEntry]]:
     """The cluster's metadata log as the job replayed it, up to offset ``as_of_offset`` inclusive (None: all):
     the image of the latest snapshot at or before it (None when the log was read from its start), and the records
     after that in offset order — the input's and those the reference controller wrote. Replaying them from the
@@ -827,13 +955,19 @@ def log_entries(tables_dir: str | Path, cluster: str | None = None, as_of_offset
     Records that an AbortTransactionRecord discarded (``applied_offset`` null) are given too, in their place:
     replay discards them at the abort exactly as it does when reading the input, and leaving them out would leave
     the AbortTransactionRecord without its BeginTransactionRecord. Records of a transaction still open at the
-    offset (its end is later) come without their end, so a replay leaves them pending, as Kafka does."""
+    offset (its end is later) come without their end, so a replay leaves them pending, as Kafka does.
+
+    ``types``: only the records of these types (``TYPE_NAME``), the snapshot's and the log's (pushed down to the
+    scan), e.g. those of :data:`jbod_model.replay.CONFIGURATION_RECORDS` — which holds the transaction markers, so
+    that a replay still discards an aborted record."""
     cid = resolve_cluster(tables_dir, cluster)
     where = f"cluster_id = {_lit(cid)}"
     bound = "" if as_of_offset is None else f' AND "offset" <= {int(as_of_offset)}'
     found = query(tables_dir, "records",
                   f"SELECT MAX(\"offset\") AS s FROM t WHERE {where} AND origin = 'snapshot'{bound}").column("s")
     snapshot = found[0].as_py()
+    if types is not None:
+        where += f" AND type IN ({', '.join(sorted(_lit(t) for t in types))})"
     if snapshot is None:
         if as_of_offset is not None:
             _check_not_before_start(tables_dir, cid, int(as_of_offset))

@@ -34,6 +34,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps, record_from_json, record_to_json
 from jbod_model.records.metadata import (
     NO_LEADER,
+    AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -49,7 +50,7 @@ from jbod_model.records.metadata import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from jbod_model.replay import MetadataDelta, Replayer, replay_entries, replay_records
+from jbod_model.replay import MetadataDelta, Replayer, configurations_of, replay_entries, replay_records
 from jbod_model.replicas import replica_view
 from jbod_model.uuid import Uuid
 
@@ -517,6 +518,35 @@ def test_every_prefix_image_is_the_replay_of_that_prefix(stream: Stream) -> None
             replayer.replay(LogEntry(offset=len(done), record=record))
             done.append(record)
         assert replayer.image.same_state(replay_records(done))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_configurations_from_their_records_alone_equal_the_full_replay(data: st.DataObject) -> None:
+    """``jbod whatif --tables`` replays only the CONFIGURATION_RECORDS of the log (from a snapshot's topics and
+    configs, or from empty): the configurations equal a replay of every record, at any offset — an aborted
+    transaction's config change included, which must not take effect."""
+    records = list(data.draw(valid_streams()).records)
+    if data.draw(st.booleans()):
+        records += [BeginTransactionRecord(name="t"), ConfigRecord(resource_type=2, resource_name="aborted",
+                                                                   name="min.insync.replicas", value="3"),
+                    AbortTransactionRecord(reason="test")]
+    entries = [LogEntry(offset=i, record=r) for i, r in enumerate(records)]
+    until = data.draw(st.integers(0, len(entries)))
+    # A snapshot stands for committed state: it is never taken inside a transaction.
+    depth, between = 0, [0]
+    for i, r in enumerate(records[:until], start=1):
+        depth += 1 if isinstance(r, BeginTransactionRecord) else -1 if isinstance(
+            r, EndTransactionRecord | AbortTransactionRecord) else 0
+        if depth == 0:
+            between.append(i)
+    snap = data.draw(st.sampled_from(between))
+    full = replay_entries(entries[:until])
+    assert configurations_of(entries[:until]) == full.configs
+    # From a snapshot taken at ``snap``, as the tables hold one: its topics and configs are all that is read.
+    base = replay_records(r for r in replay_entries(entries[:snap]).to_records()
+                          if isinstance(r, TopicRecord | ConfigRecord))
+    assert configurations_of(entries[snap:until], base) == full.configs
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -15,10 +15,17 @@ from deltalake import DeltaTable
 from test_quality_support import DEMO, SYNTHETIC, write_lakehouse
 
 from jbod_model.errors import InputError
+from jbod_model.image import ClusterImage, MetadataImage
 from jbod_model.image_json import image_to_json
 from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, inventory, to_text
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, TopicRecord
+from jbod_model.records.metadata import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    ConfigRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
 from jbod_model.replay import replay_entries
 from jbod_model.report import DirLocation, build_report
 from jbod_model.simulator.churn import churn_log
@@ -35,6 +42,7 @@ from pipelines.lakehouse.tables import (
     directory_paths,
     load_dir_inventory,
     log_entries,
+    metadata_image,
     read_table,
     replica_assignments_with_paths,
     resolve_cluster,
@@ -118,6 +126,41 @@ def test_appended_rows_read_as_the_model_before_and_after_maintain_folds_them(tm
     for n in offsets:
         assert as_of_image(tmp_path, "c", n) == want[n], n
     assert sum(t.rows_folded for t in maintain(tmp_path, MaintenanceSettings(), only=names).tables) == 0
+
+
+def _without_supported_features(image: MetadataImage) -> MetadataImage:
+    """The replay's image less what no table holds (the brokers' supported feature ranges)."""
+    return dataclasses.replace(image, cluster=ClusterImage({
+        b: dataclasses.replace(r, supported_features=()) for b, r in image.cluster.brokers.items()}))
+
+
+def test_the_model_image_from_the_tables_is_the_replays(tmp_path: Path) -> None:
+    # Configs, topic deletions and transactions in the log; small batches leave superseded and removal rows.
+    spec = dataclasses.replace(SYNTHETIC, operations=80)
+    log = [e for e in churn_log(spec) if isinstance(e, LogEntry)]
+    assert {type(e.record) for e in log} >= {ConfigRecord, RemoveTopicRecord, BeginTransactionRecord}
+    write_lakehouse(tmp_path, "c", log, batch_size=7)
+    every = sorted({e.offset for e in log})
+    offsets = [*every[::5], every[-1]]
+
+    def check() -> None:
+        for n in [None, *offsets]:
+            got = metadata_image(tmp_path, "c", n)
+            want = replay_entries(e for e in log if n is None or e.offset <= n)
+            assert got.same_state(_without_supported_features(want)), n
+            assert got.last_offset == want.last_offset, n
+
+    check()
+    assert maintain(tmp_path, MaintenanceSettings(), only=sorted(VERSIONED)).ok
+    check()
+
+    # A log that starts at a snapshot: its topics and configs are the base of the configurations.
+    end = log[len(log) // 2].offset
+    before, after = [e for e in log if e.offset < end], [e for e in log if e.offset >= end]
+    write_lakehouse(tmp_path / "s", "s", after, snapshot=(replay_entries(before).to_records(), end))
+    for n in (end - 1, end + 3, every[-1]):
+        want = replay_entries([e for e in log if e.offset <= n])
+        assert metadata_image(tmp_path / "s", "s", n).same_state(_without_supported_features(want)), n
 
 
 def test_a_log_starting_at_a_snapshot_is_read_from_it(tmp_path: Path) -> None:
