@@ -33,7 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.clusters import DUCKDB_BASELINE
+from clusters import DUCKDB_BASELINE  # beside this script (run as a script, like every benchmark)
+
 from pipelines.lakehouse.tables import as_of_image, query, resolve_cluster
 
 GOAL_SECONDS = 5.0
