@@ -40,7 +40,7 @@ from jbod_model.simulator.output import append_to_segment, write_jsonl_file, wri
 from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.lakehouse.tables import as_of_image
-from pipelines.streaming.job import run_job, spark_session
+from pipelines.streaming.job import RunSummary, run_job, spark_session
 
 #: The DuckDB speed anchor (``../shared/bench`` beside the repository's checkout).
 DUCKDB_BASELINE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
@@ -105,6 +105,20 @@ def _spark_runs(work: Path, runs: str, duck_seconds: float, pure_image: dict[str
     return out, last
 
 
+def _incremental_run(work: Path, node: Path, master: str, buckets: int) -> RunSummary:
+    """The last full run's checkpoint continued over the records added since, in a fresh session; its tables
+    checked against the model's replay of the whole log."""
+    tables = _tables_dir(work, master, buckets)
+    spark = spark_session(master)
+    try:
+        second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
+    finally:
+        spark.stop()
+    _, pure_after = _pure_replay(node)
+    assert as_of_image(tables) == pure_after, "the incremental run differs from the pure model"
+    return second
+
+
 def _tables_dir(work: Path, master: str, buckets: int) -> Path:
     return work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
 
@@ -146,14 +160,7 @@ def _on_cached_cluster(args: argparse.Namespace) -> int:
     runs, (master, buckets) = _spark_runs(work, args.runs, duck_share, pure_image)
 
     held.rename(segments[-1])
-    tables = _tables_dir(work, master, buckets)
-    spark = spark_session(master)
-    try:
-        second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
-    finally:
-        spark.stop()
-    _, pure_after = _pure_replay(node)
-    assert as_of_image(tables) == pure_after, "the incremental run differs from the pure model"
+    second = _incremental_run(work, node, master, buckets)
     full = runs[f"{master}:{buckets}"]["job_seconds"]
     results: dict[str, Any] = {
         "cluster": cluster.shape.key, "records": total_records, "partitions": len(pure_all["partitions"]),
@@ -238,14 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     new_segment.touch()
     append_to_segment(new_segment, extra)
     master, buckets = last
-    tables = _tables_dir(work, master, buckets)
-    spark = spark_session(master)
-    try:
-        second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
-    finally:
-        spark.stop()
-    _, pure_after = _pure_replay(node)
-    assert as_of_image(tables, "bench") == pure_after, "the incremental run differs from the pure model"
+    second = _incremental_run(work, node, master, buckets)
     full = runs[f"{master}:{buckets}"]["job_seconds"]
 
     image = pure_image
