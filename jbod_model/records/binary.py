@@ -22,13 +22,14 @@ from __future__ import annotations
 import dataclasses
 import struct
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any, Final, TypeVar
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.metadata import TYPED_RECORDS, MetadataRecord, OpaqueRecord, Record, type_name_of
 from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, VersionedMessage, fields_of, validate_message
+from jbod_model.slots import writable_twin
 from jbod_model.uuid import Uuid
 
 #: Anything ``struct.unpack_from`` and indexing accept; decoding never copies the input.
@@ -802,9 +803,16 @@ def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) ->
     if not slots:
         src.add(1, f"return cls({', '.join(f'{k}={v}' for k, v in values.items())}), pos")
         return
-    src.add(1, "instance = new(cls)")
-    for setter, value in slots:
-        src.add(1, f"{setter}(instance, {value})")
+    twin = writable_twin(cls)
+    if twin is None:
+        src.add(1, "instance = new(cls)")
+        for setter, value in slots:
+            src.add(1, f"{setter}(instance, {value})")
+    else:  # plain stores into the twin, then the class switch (jbod_model.slots.writable_twin: cheaper)
+        src.add(1, f"instance = new({src.const('twin', twin)})")
+        for f, (_setter, value) in zip(dataclasses.fields(cls), slots, strict=True):
+            src.add(1, f"instance.{f.name} = {value}")
+        src.add(1, "instance.__class__ = cls")
     src.add(1, "return instance, pos")
 
 
@@ -1078,6 +1086,43 @@ def decode_record(value: Buffer, *, use_cache: bool = True, fast: bool = True) -
             _SMALL_CACHE.clear()
         _SMALL_CACHE[value] = record
     return record
+
+
+def decode_records(values: Sequence[Buffer]) -> list[Record]:
+    """``[decode_record(v) for v in values]`` in one loop: what the log readers call once per record batch.
+
+    The common case of :func:`decode_record` — a memoised tiny value, or the three one-byte frame varints of a type
+    and version whose generated decoder is known and decodes the whole value — is inlined here, so a batch of
+    thousands of PartitionChangeRecords costs no Python call per record beyond its generated decoder. Every other
+    value goes through :func:`decode_record` itself, so the records, warnings and errors are exactly its own (an
+    error is raised as it raises it; the caller adds which record it was)."""
+    out: list[Record] = []
+    append = out.append
+    small, small_max, frames = _SMALL_CACHE, _SMALL_VALUE_MAX, _FAST_FRAMES
+    for value in values:
+        if type(value) is bytes:
+            end = len(value)
+            if end <= small_max:
+                cached = small.get(value)
+                if cached is not None:
+                    append(cached)
+                    continue
+            if end >= 3 and value[0] == DEFAULT_FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
+                decoder = frames.get((value[1] << 7) | value[2])
+                if decoder is not None:
+                    try:
+                        got = decoder(value, 3, end)
+                    except (UnicodeDecodeError, InputError):
+                        got = None
+                    if got is not None and got[1] == end:
+                        if end <= small_max:
+                            if len(small) >= _SMALL_CACHE_MAX:
+                                small.clear()
+                            small[value] = got[0]
+                        append(got[0])
+                        continue
+        append(decode_record(value))
+    return out
 
 
 def _opaque(api_key: int, version: int, payload: bytes, unknown_type: bool) -> OpaqueRecord:
