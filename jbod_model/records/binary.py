@@ -29,7 +29,6 @@ from typing import Any, Final, TypeVar
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.metadata import TYPED_RECORDS, MetadataRecord, OpaqueRecord, Record, type_name_of
 from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, VersionedMessage, fields_of, validate_message
-from jbod_model.slots import writable_twin
 from jbod_model.uuid import Uuid
 
 #: Anything ``struct.unpack_from`` and indexing accept; decoding never copies the input.
@@ -803,16 +802,9 @@ def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) ->
     if not slots:
         src.add(1, f"return cls({', '.join(f'{k}={v}' for k, v in values.items())}), pos")
         return
-    twin = writable_twin(cls)
-    if twin is None:
-        src.add(1, "instance = new(cls)")
-        for setter, value in slots:
-            src.add(1, f"{setter}(instance, {value})")
-    else:  # plain stores into the twin, then the class switch (jbod_model.slots.writable_twin: cheaper)
-        src.add(1, f"instance = new({src.const('twin', twin)})")
-        for f, (_setter, value) in zip(dataclasses.fields(cls), slots, strict=True):
-            src.add(1, f"instance.{f.name} = {value}")
-        src.add(1, "instance.__class__ = cls")
+    src.add(1, "instance = new(cls)")
+    for setter, value in slots:
+        src.add(1, f"{setter}(instance, {value})")
     src.add(1, "return instance, pos")
 
 

@@ -694,7 +694,7 @@ def read_log_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: R
             _skip_or_raise(e, source, fpos, start, end, header[0], policy, rep)
             continue
         rep.records += len(deltas)
-        yield from _entries_of(header, deltas, records, source)
+        yield from _entries_of(header, deltas, records, source)[0]
 
 
 def _counting(deltas: tuple[int, ...]) -> bool:
@@ -704,12 +704,18 @@ def _counting(deltas: tuple[int, ...]) -> bool:
 
 
 def _entries_of(header: tuple[int, ...], deltas: tuple[int, ...], records: tuple[Record, ...],
-                source: str) -> list[LogEntry]:
-    """The :class:`LogEntry` of each record of a data batch, built in one ``map`` (no Python loop per record)."""
+                source: str) -> tuple[list[LogEntry], bool]:
+    """The :class:`LogEntry` of each record of a data batch, built in one ``map`` (no Python loop per record), and
+    whether the batch's offsetDeltas count 0, 1, 2, …. A batch of one record (a NoOp's, most batches of a log)
+    is built directly."""
     base, n = header[0], len(deltas)
-    offsets: Iterable[int] = range(base, base + n) if _counting(deltas) else [base + od for od in deltas]
+    if n == 1:
+        delta = deltas[0]
+        return [new_log_entry(base + delta, records[0], base, header[2], header[7], source)], delta == 0
+    counting = _counting(deltas)
+    offsets: Iterable[int] = range(base, base + n) if counting else [base + od for od in deltas]
     return list(map(new_log_entry, offsets, records, repeat(base, n), repeat(header[2], n), repeat(header[7], n),
-                    repeat(source, n)))
+                    repeat(source, n))), counting
 
 
 #: One batch of a file as entries: (header fields, file position, data entries, control entries, value bytes,
@@ -741,7 +747,8 @@ def iter_entry_batches(path: str | Path, *, policy: ReadPolicy = "fail", report:
             _skip_or_raise(e, source, fpos, start, end, header[0], policy, rep)
             continue
         rep.records += len(deltas)
-        yield header, fpos, _entries_of(header, deltas, records, source), [], values, _counting(deltas)
+        entries, counting = _entries_of(header, deltas, records, source)
+        yield header, fpos, entries, [], values, counting
 
 
 def read_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,
