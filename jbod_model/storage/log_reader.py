@@ -680,21 +680,10 @@ def read_log_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: R
                      chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[LogEntry]:
     """The metadata records of one file, in offset order, as :class:`LogEntry` (``source`` = the path string).
     Control batches are checked and counted but not yielded (see :func:`read_entries`). This is the fast path
-    replay uses: no :class:`RecordBatch` objects and no intermediate generator."""
-    source = str(path)
-    rep = report if report is not None else ReadReport()
-    for header, fpos, _crc_ok, buf, start, end in _walk(Path(path), source, policy, rep, verify_crc=True,
-                                                        max_batch_bytes=max_batch_bytes, chunk_size=chunk_size):
-        try:
-            if header[5] & _CONTROL_MASK:
-                rep.control_records += len(_decode_control(header, buf, start, end, max_batch_bytes))
-                continue
-            deltas, records, _values = _decode_data(header, buf, start, end, max_batch_bytes)
-        except DecodeError as e:
-            _skip_or_raise(e, source, fpos, start, end, header[0], policy, rep)
-            continue
-        rep.records += len(deltas)
-        yield from _entries_of(header, deltas, records, source)[0]
+    replay uses: no :class:`RecordBatch` objects."""
+    for _header, _fpos, entries, _controls, _values, _counting in iter_entry_batches(
+            path, policy=policy, report=report, max_batch_bytes=max_batch_bytes, chunk_size=chunk_size):
+        yield from entries
 
 
 def _counting(deltas: tuple[int, ...]) -> bool:

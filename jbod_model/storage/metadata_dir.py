@@ -245,20 +245,27 @@ class MetadataLog:
             if offsets.accept(item) and (include_control or isinstance(item[2], LogEntry)):
                 yield item[2]
 
+    def _segments(self, index: int, start: int, until: int | None) -> list[SegmentFile]:
+        """The segments of copy ``index`` that may hold offsets in ``[start, until)``, in base-offset order."""
+        segments = self.copies[index].segments
+        out = []
+        for i, segment in enumerate(segments):
+            if until is not None and segment.base_offset >= until:
+                break
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                continue  # the whole segment lies before the start offset
+            out.append(segment)
+        return out
+
     def _single_copy_batches(self, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
                              max_batch_bytes: int) -> Iterator[list[LogEntry]]:
         """The metadata records of a single copy, as :meth:`_merged_entries` gives them, in lists: a whole batch
         at a time when its offsets simply continue the log (deltas 0, 1, 2, … from the next expected offset, all
         inside ``[start, until)``), else record by record through the same checks as the reference path, each
         record handed on before the next is checked (so a fault comes after the same records as there)."""
-        segments = self.copies[0].segments
         offsets = _Contiguity(start, policy, report)
         last = -1  # the last offset read from this copy: as in _copy_items
-        for i, segment in enumerate(segments):
-            if until is not None and segment.base_offset >= until:
-                break
-            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
-                continue  # the whole segment lies before the start offset
+        for segment in self._segments(0, start, until):
             source = str(segment.path)
             for header, fpos, entries, controls, values, counting in iter_entry_batches(
                     segment.path, policy=policy, report=report, max_batch_bytes=max_batch_bytes):
@@ -288,15 +295,10 @@ class MetadataLog:
                     max_batch_bytes: int) -> Iterator[_Item]:
         """One copy's records in ``[start, until)``, in offset order, from its segments in base-offset
         order."""
-        segments = self.copies[index].segments
         # The last offset read from this copy: none yet. (Not ``start - 1``: the first batch read may begin before
         # ``start`` when ``start`` falls inside a batch, and that is no overlap.)
         last = -1
-        for i, segment in enumerate(segments):
-            if until is not None and segment.base_offset >= until:
-                break
-            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
-                continue  # the whole segment lies before the start offset
+        for segment in self._segments(index, start, until):
             source = str(segment.path)
             for header, fpos, _crc, data, controls in iter_decoded(segment.path, policy=policy, report=report,
                                                                    max_batch_bytes=max_batch_bytes):
