@@ -33,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from jbod_model.controller.context import ControllerConfig, ControllerState
 from jbod_model.controller.controller import ReferenceController
+from jbod_model.directory_id import DirectoryState
 from jbod_model.errors import InputError, ReplayFault
 from jbod_model.image import (
     BrokerRegistration,
@@ -47,7 +48,7 @@ from jbod_model.image import (
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
 from jbod_model.replay import DeltaChanges, MetadataDelta, TransactionBuffer, check_snapshot_offset
-from jbod_model.replicas import ReplicaState, partition_replicas
+from jbod_model.replicas import OfflineReason, ReplicaState, partition_replicas, registration_offline_reason
 from jbod_model.uuid import Uuid
 
 K = TypeVar("K")
@@ -604,18 +605,23 @@ class IncrementalReplayer:
             if old_topic is not None:
                 partition_keys.update(dict.fromkeys((topic_id, pid) for pid in old_topic.partitions))
         # Replicas that may change: those of the partitions above, and every replica on a broker whose registration
-        # changed in a way ``offline_reason`` looks at.
-        affected = dict(partition_keys)
+        # changed in a way ``offline_reason`` looks at. A partition reached only through such a broker keeps its
+        # registration, so only its replicas on those brokers can change, and a replica's state reads nothing but
+        # its directory and its broker's registration (``replicas.registration_offline_reason``): those replicas
+        # are compared alone (``via_brokers``), not the whole partition before and after. A broker going fenced
+        # reaches a 1/brokers share of the cluster's partitions.
+        via_brokers: dict[PartitionKey, list[Change[int, BrokerRegistration]]] = {}
         for change in brokers:
             if _offline_relevant(change.old, change.new):
                 # Set order is deterministic here (keys hash by their integers), and row order within a step
                 # carries no meaning: no sort needed.
                 for key in self.partitions_on_broker(change.key):
-                    affected.setdefault(key, None)
-        old_parts = {key: before.topics.get_partition(*key) for key in affected}
+                    if key not in partition_keys:
+                        via_brokers.setdefault(key, []).append(change)
+        old_parts = {key: before.topics.get_partition(*key) for key in partition_keys}
         old_replicas = {key: [] if part is None else list(partition_replicas(before.cluster, key[0], key[1], part))
                         for key, part in old_parts.items()}
-        for topic_id, _pid in affected:
+        for topic_id in (*{key[0]: None for key in partition_keys}, *{key[0]: None for key in via_brokers}):
             if topic_id not in names_before:
                 names_before[topic_id] = self._topic_name(topic_id)
 
@@ -691,10 +697,51 @@ class IncrementalReplayer:
                 o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
                 if o != n:
                     replicas.append(ReplicaChange(name, o, n))
+        replicas.extend(self._replicas_via_brokers(via_brokers, name_after))
         last = entries[-1] if entries else None
         return Step(offset=offset, timestamp=last.timestamp if last is not None else None, entries=tuple(entries),
                     aborted=aborted, features=tuple(features), brokers=tuple(brokers), topics=tuple(topics),
                     partitions=tuple(partitions), replicas=tuple(replicas), snapshot=snapshot)
+
+
+    def _replicas_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
+                              name_after: Callable[[Uuid], str | None]) -> Iterator[ReplicaChange]:
+        """The replica rows that changed on partitions reached only through brokers whose registration changed
+        (see :meth:`_apply`): each such replica's state under the broker's old and new registration. The same
+        rows, in the same order, as comparing the partitions' whole replica views before and after."""
+        # A broker's replicas share a handful of directories: one state per (broker, directory).
+        reasons: dict[tuple[int, Uuid], tuple[OfflineReason | None, OfflineReason | None]] = {}
+        for key, changes in via_brokers.items():
+            part = self._partition(*key)
+            if part is None:
+                continue
+            topic_id, pid = key
+            name = name_after(topic_id) or ""
+            for change in sorted(changes, key=_change_key) if len(changes) > 1 else changes:
+                broker_id = change.key
+                directory: Uuid | None = None
+                # The last of the broker's replicas, as a replica view keyed by broker keeps it.
+                for replica, replica_dir in zip(part.replicas, part.directories, strict=True):
+                    if replica == broker_id:
+                        directory = replica_dir
+                if directory is None:
+                    continue
+                found = reasons.get((broker_id, directory))
+                if found is None:
+                    found = (registration_offline_reason(change.old, directory),
+                             registration_offline_reason(change.new, directory))
+                    reasons[(broker_id, directory)] = found
+                old_reason, new_reason = found
+                if old_reason != new_reason:
+                    state = DirectoryState.of(directory)
+                    yield ReplicaChange(name, ReplicaState(topic_id, pid, broker_id, directory, state,
+                                                           old_reason is not None, old_reason),
+                                        ReplicaState(topic_id, pid, broker_id, directory, state,
+                                                     new_reason is not None, new_reason))
+
+
+def _change_key(change: Change[int, BrokerRegistration]) -> int:
+    return change.key
 
 
 def _offline_relevant(old: BrokerRegistration | None, new: BrokerRegistration | None) -> bool:

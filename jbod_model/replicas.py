@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from jbod_model.directory_id import LOST, DirectoryState
-from jbod_model.image import ClusterImage, MetadataImage, PartitionRegistration
+from jbod_model.image import BrokerRegistration, ClusterImage, MetadataImage, PartitionRegistration
 from jbod_model.uuid import Uuid
 
 
@@ -44,7 +44,12 @@ class ReplicaState:
 
 def offline_reason(cluster: ClusterImage, broker_id: int, directory: Uuid) -> OfflineReason | None:
     """Why the replica on ``broker_id`` recorded in ``directory`` is offline, or None when it is online."""
-    reg = cluster.brokers.get(broker_id)
+    return registration_offline_reason(cluster.brokers.get(broker_id), directory)
+
+
+def registration_offline_reason(reg: BrokerRegistration | None, directory: Uuid) -> OfflineReason | None:
+    """:func:`offline_reason` from the broker's registration alone (None: not registered): a replica's state reads
+    nothing else of the image but its own directory."""
     if reg is None:
         return OfflineReason.BROKER_UNREGISTERED
     if reg.fenced:
