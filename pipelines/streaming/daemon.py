@@ -10,11 +10,17 @@ on the 200 k-partition benchmark (py-spy, docs/state-design.md "Profile").
 
 The archives never change while a worker lives, so their importers keep what they read; a path added for a task
 (``--py-files``) gets a new importer, which reads its archive when first used. Finders of plain directories are still
-invalidated. Everything else is pyspark's daemon, unchanged.
+invalidated.
+
+The daemon also imports the job's modules (the operator, the source, pandas, pyarrow and pyspark's serializers)
+before it forks workers: a worker otherwise imports them itself when it unpickles its task's function — and
+pyspark's modules come from ``pyspark.zip``, whose code is compiled again on every import (zip imports keep no
+bytecode cache). Forked workers share what the daemon imported. Everything else is pyspark's daemon, unchanged.
 """
 
 from __future__ import annotations
 
+import importlib
 import zipimport
 
 
@@ -27,8 +33,23 @@ def install() -> None:
     zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign,assignment]
 
 
+#: What every task of the job imports: loaded once in the daemon, inherited by every forked worker.
+PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "pyspark.sql.pandas.serializers",
+           "pyspark.sql.streaming.stateful_processor", "pipelines.streaming.processor", "pipelines.streaming.source")
+
+
+def preload() -> None:
+    """Import :data:`PRELOAD`; a module that cannot be imported here is left to the worker that needs it."""
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+
+
 if __name__ == "__main__":
     install()
+    preload()
     from pyspark.daemon import manager
 
     manager()  # type: ignore[no-untyped-call]
