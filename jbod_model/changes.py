@@ -46,9 +46,15 @@ from jbod_model.image import (
     TopicsImage,
 )
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
+from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord
 from jbod_model.replay import DeltaChanges, MetadataDelta, TransactionBuffer, check_snapshot_offset
-from jbod_model.replicas import OfflineReason, ReplicaState, partition_replicas, registration_offline_reason
+from jbod_model.replicas import (
+    OfflineReason,
+    ReplicaState,
+    partition_replicas,
+    registration_offline_reason,
+    registration_replicas,
+)
 from jbod_model.uuid import Uuid
 
 K = TypeVar("K")
@@ -442,6 +448,12 @@ class IncrementalReplayer:
             self._topics[topic_id] = self._reader.topic(topic_id)
         return self._topics[topic_id]
 
+    def _broker(self, broker_id: int) -> BrokerRegistration | None:
+        """A broker's registration after the steps so far (None: not registered)."""
+        if broker_id in self._writes.brokers:
+            return self._writes.brokers[broker_id]
+        return self._stored_broker(broker_id)
+
     def _stored_broker(self, broker_id: int) -> BrokerRegistration | None:
         if broker_id not in self._brokers:
             self._brokers[broker_id] = self._reader.broker(broker_id)
@@ -526,38 +538,74 @@ class IncrementalReplayer:
         return self._step(list(settled.apply), entry.offset, aborted=settled.aborted)
 
     def _single_record_step(self, entry: LogEntry, offset: int) -> Step | None:
-        """The step of one record that can change at most one partition's registration and no replica state, or
-        None for any other record (and for one that would fault): :meth:`_step` handles those.
+        """The step of one record that can change at most one partition's registration and its own replicas'
+        states, or None for any other record (and for one that would fault): :meth:`_step` handles those.
 
         A second implementation of :meth:`_step` for the records that make up nearly all of a log — NoOpRecords,
-        and PartitionChangeRecords that move a leader or an ISR — proven equal to it by
-        ``tests/properties/test_changes_properties.py``. It skips building the views of the image before and
-        after, a :class:`~jbod_model.replay.MetadataDelta` and the replica states: a replica's state reads only its
-        partition's replicas and directories and the brokers' registrations (``replicas.partition_replicas``), so a
-        change that keeps both arrays changes none."""
+        PartitionChangeRecords (a leader, an ISR, a directory, a reassignment) and PartitionRecords — proven equal to
+        it by ``tests/properties/test_changes_properties.py``. It skips building the views of the image before and
+        after, a :class:`~jbod_model.replay.MetadataDelta` and the replica states of other partitions: a replica's
+        state reads only its partition's replicas and directories and the brokers' registrations
+        (``replicas.partition_replicas``), and a partition record changes no registration, so a change that keeps
+        both arrays changes no replica state, and one that changes them changes only its own partition's."""
         record = entry.record
-        if type(record) is NoOpRecord:
+        kind = type(record)
+        if kind is NoOpRecord:
             self._writes.last_offset = offset
             return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,))
-        if type(record) is not PartitionChangeRecord:
+        if kind is not PartitionChangeRecord and kind is not PartitionRecord:
             return None
-        assert isinstance(record, PartitionChangeRecord)
-        name = self._topic_name(record.topic_id)
-        old = self._partition(record.topic_id, record.partition_id) if name is not None else None
-        if name is None or old is None:
-            return None  # an unknown topic or partition: the reference path raises the fault
+        assert isinstance(record, PartitionChangeRecord | PartitionRecord)
+        topic_id, partition_id = record.topic_id, record.partition_id
+        name = self._topic_name(topic_id)
+        if name is None:
+            return None  # an unknown topic: the reference path raises the fault
+        old = self._partition(topic_id, partition_id)
         try:
-            new = old.merge(record)
+            if isinstance(record, PartitionRecord):
+                new = PartitionRegistration.from_record(record)
+            elif old is None:
+                return None  # an unknown partition: the reference path raises the fault
+            else:
+                new = old.merge(record)
         except ReplayFault:
             return None
-        if new.replicas != old.replicas or new.directories != old.directories:
-            return None
+        key = (topic_id, partition_id)
+        replicas: tuple[ReplicaChange, ...] = ()
+        if old is None or new.replicas != old.replicas or new.directories != old.directories:
+            replicas = self._partition_replica_changes(name, key, old, new)
         self._writes.last_offset = offset
         if new == old:
             return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,))
-        self._writes.partitions[(record.topic_id, record.partition_id)] = new
+        w = self._writes
+        w.partitions[key] = new
+        self._topic_ids(topic_id).add(partition_id)
+        old_brokers = set(old.replicas) if old is not None else set()
+        new_brokers = set(new.replicas)
+        for b in old_brokers - new_brokers:
+            w.broker_partitions.setdefault(b, {})[key] = False
+        for b in new_brokers - old_brokers:
+            w.broker_partitions.setdefault(b, {})[key] = True
         return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,),
-                    partitions=(PartitionChange(record.topic_id, record.partition_id, name, old, new),))
+                    partitions=(PartitionChange(topic_id, partition_id, name, old, new),), replicas=replicas)
+
+    def _partition_replica_changes(self, name: str, key: PartitionKey, old: PartitionRegistration | None,
+                                   new: PartitionRegistration) -> tuple[ReplicaChange, ...]:
+        """The replica rows one partition's new registration changes, the brokers' registrations unchanged: as
+        :meth:`_apply` compares a partition's replica views, keyed and ordered by broker."""
+        topic_id, partition_id = key
+        olds = [] if old is None else list(registration_replicas(self._broker, topic_id, partition_id, old))
+        news = list(registration_replicas(self._broker, topic_id, partition_id, new))
+        if olds == news:
+            return ()
+        old_by_broker = {r.broker_id: r for r in olds}
+        new_by_broker = {r.broker_id: r for r in news}
+        out = []
+        for broker_id in sorted(old_by_broker.keys() | new_by_broker.keys()):
+            o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
+            if o != n:
+                out.append(ReplicaChange(name, o, n))
+        return tuple(out)
 
     def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
         """Load a snapshot over the image as one step at ``end_offset - 1`` (the offset the snapshot stands for; its
