@@ -13,15 +13,21 @@ The archives never change while a worker lives, so their importers keep what the
 invalidated.
 
 The daemon also imports the job's modules (the operator, the source, pandas, pyarrow and pyspark's serializers)
-before it forks workers: a worker otherwise imports them itself when it unpickles its task's function — and
-pyspark's modules come from ``pyspark.zip``, whose code is compiled again on every import (zip imports keep no
-bytecode cache). Forked workers share what the daemon imported. Everything else is pyspark's daemon, unchanged.
+before it forks workers, which share what it imported: a worker otherwise imports them itself when it unpickles its
+task's function. And it imports pyspark from the installed package when the ``pyspark.zip`` Spark puts first on a
+worker's path is that package's own copy: zip imports keep no bytecode cache, so every process compiled pyspark's
+modules again (measured here: 1.55 s CPU to import what a task needs from the zip, 0.75 s from the package).
+Everything else is pyspark's daemon, unchanged.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import os
+import sys
 import zipimport
+from pathlib import Path
 
 
 def _keep_directory(_importer: zipimport.zipimporter) -> None:
@@ -38,6 +44,22 @@ PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "pyspark.sql.pandas.serializer
            "pyspark.sql.streaming.stateful_processor", "pipelines.streaming.processor", "pipelines.streaming.source")
 
 
+def prefer_installed_pyspark() -> None:
+    """Drop from ``sys.path`` a ``pyspark.zip`` that is the installed pyspark package's own copy (pip's pyspark
+    ships it as ``pyspark/python/lib/pyspark.zip``): the same modules then import from the package, with cached
+    bytecode. Any other archive (a different Spark's) stays."""
+    zips = [p for p in sys.path if os.path.basename(p) == "pyspark.zip"]
+    if not zips:
+        return
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", [p for p in sys.path if p not in zips])
+    if spec is None or spec.origin is None:
+        return
+    own = (Path(spec.origin).parent / "python" / "lib" / "pyspark.zip").resolve()
+    for path in zips:
+        if Path(path).resolve() == own:
+            sys.path.remove(path)
+
+
 def preload() -> None:
     """Import :data:`PRELOAD`; a module that cannot be imported here is left to the worker that needs it."""
     for name in PRELOAD:
@@ -49,6 +71,7 @@ def preload() -> None:
 
 if __name__ == "__main__":
     install()
+    prefer_installed_pyspark()
     preload()
     from pyspark.daemon import manager
 
