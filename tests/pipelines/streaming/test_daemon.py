@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 import zipimport
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyspark
