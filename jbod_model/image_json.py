@@ -127,10 +127,8 @@ def _image_json_text_of(image: MetadataImage, extra: Mapping[str, Any]) -> str:
                 f'"removingReplicas":{lists[p.removing_replicas]},"eligibleLeaderReplicas":{lists[p.elr]},'
                 f'"lastKnownElr":{lists[p.last_known_elr]}}}')
             # As in _image_to_json: zipped strictly, then ordered by broker id (sort is stable).
-            pairs = list(zip(p.replicas, directories, strict=True))
-            if len(pairs) > 1:
-                pairs.sort(key=_first)
-            for broker_id, directory in pairs:
+            pairs = []
+            for broker_id, directory in zip(p.replicas, directories, strict=True):
                 key = (broker_id, id(directory))
                 tail = tails.get(key)
                 if tail is None:
@@ -139,7 +137,12 @@ def _image_json_text_of(image: MetadataImage, extra: Mapping[str, Any]) -> str:
                         f',"brokerId":{broker_id:d},"directory":{dumps_without_floats(text_)},'
                         f'"directoryState":{dumps_without_floats(state)},"offline":{dumps_without_floats(offline)},'
                         f'"offlineReason":{dumps_without_floats(reason)}}}')
-                replicas.append(head + tail)
+                pairs.append((broker_id, tail))
+            if pairs:
+                if len(pairs) > 1:
+                    pairs.sort(key=_first)
+                # A partition's replica rows as one piece of the final join.
+                replicas.append(",".join([head + tail for _, tail in pairs]))
     # The small part before the rows: its document's text without the closing brace.
     prefix = dumps_without_floats({
         "featureLevel": mv.feature_level, "metadataVersion": mv.name, "lastOffset": image.last_offset,
@@ -156,7 +159,8 @@ class _IntListTexts(dict[tuple[int, ...], str]):
     the cheapest lookup on a hit)."""
 
     def __missing__(self, values: tuple[int, ...]) -> str:
-        text = self[values] = "[" + ",".join([f"{v:d}" for v in values]) + "]"
+        # A list's repr in C, less its spaces: ints (the image's are plain ints) print as JSON does.
+        text = self[values] = str(list(values)).replace(" ", "")
         return text
 
 
