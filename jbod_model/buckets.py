@@ -98,16 +98,17 @@ def owned_step(step: Step, bucket: int, buckets: int) -> Step:
     if buckets == 1:
         return step
     shared = bucket == SHARED_OWNER
-    return replace(
-        step,
-        entries=tuple(e for e in step.entries if record_owner(e.record, buckets) == bucket),
-        aborted=tuple(e for e in step.aborted if record_owner(e.record, buckets) == bucket),
-        features=step.features if shared else (),
-        brokers=step.brokers if shared else (),
-        topics=step.topics if shared else (),
-        partitions=tuple(p for p in step.partitions
-                         if partition_bucket(p.topic_id, p.partition_id, buckets) == bucket),
-        replicas=tuple(r for r in step.replicas if partition_bucket(r.key[0], r.key[1], buckets) == bucket))
+    entries = tuple(e for e in step.entries if record_owner(e.record, buckets) == bucket)
+    aborted = tuple(e for e in step.aborted if record_owner(e.record, buckets) == bucket)
+    partitions = tuple(p for p in step.partitions if partition_bucket(p.topic_id, p.partition_id, buckets) == bucket)
+    replicas = tuple(r for r in step.replicas if partition_bucket(r.key[0], r.key[1], buckets) == bucket)
+    if (len(entries) == len(step.entries) and len(aborted) == len(step.aborted)
+            and len(partitions) == len(step.partitions) and len(replicas) == len(step.replicas)
+            and (shared or not (step.features or step.brokers or step.topics))):
+        return step  # all of it is the bucket's: most steps (a partition record in its bucket, a NoOp in bucket 0)
+    return replace(step, entries=entries, aborted=aborted, features=step.features if shared else (),
+                   brokers=step.brokers if shared else (), topics=step.topics if shared else (),
+                   partitions=partitions, replicas=replicas)
 
 
 def halted_after(fault_offsets: list[int | None]) -> int | None:

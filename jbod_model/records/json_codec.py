@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -24,7 +24,7 @@ from jbod_model.records.metadata import (
     OpaqueRecord,
     Record,
 )
-from jbod_model.records.schema import FieldSpec, Message, fields_of, validate_message
+from jbod_model.records.schema import INT_RANGES, FieldSpec, Message, check_value, fields_of, validate_message
 from jbod_model.uuid import Uuid
 
 M = TypeVar("M", bound=Message)
@@ -133,9 +133,10 @@ def record_to_json(record: Record) -> dict[str, Any]:
     return {"type": record.TYPE_NAME, "version": record.version, "data": message_to_json(record, record.version)}
 
 
-def record_from_json(obj: Mapping[str, Any], where: str = "") -> Record:
+def record_from_json(obj: Mapping[str, Any], where: str = "", *, fast: bool = True) -> Record:
     """Inverse of :func:`record_to_json`. Unknown types, and known types at a version newer than the model knows,
-    become :class:`OpaqueRecord` with the data kept verbatim."""
+    become :class:`OpaqueRecord` with the data kept verbatim. ``fast``: read through the record type's generated
+    reader where it has one (the same record, or the same error, as :func:`message_from_json`)."""
     label = where or "record"
     type_name = obj.get("type")
     version = obj.get("version")
@@ -157,7 +158,110 @@ def record_from_json(obj: Mapping[str, Any], where: str = "") -> Record:
             raise InputError(f"{label}: 'payload' is not base64: {e}") from e
         return OpaqueRecord(api_key=api_key, version=version, type_name=type_name, data=obj.get("data"),
                             payload=raw)
-    return cast(Record, message_from_json(cls, obj.get("data"), version, f"{label} {type_name} v{version}"))
+    data = obj.get("data")
+    reader = _FAST_FROM_JSON.get((cls, version), _UNBUILT) if fast else None
+    if reader is _UNBUILT:
+        reader = _FAST_FROM_JSON[(cls, version)] = _build_fast_from_json(cls, version)
+    if reader is not None:
+        record = reader(data)
+        if record is not None:
+            return cast(Record, record)
+    return cast(Record, message_from_json(cls, data, version, f"{label} {type_name} v{version}"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fast path: a generated reader per record type and version
+
+
+_FastFromJson = Callable[[Any], Any]
+_UNBUILT: Any = object()
+#: (record class, version) → its generated reader, or None where :func:`message_from_json` reads it alone.
+_FAST_FROM_JSON: dict[tuple[type[Message], int], _FastFromJson | None] = {}
+#: Uuids read so far by their text: a log names the same topics and directories again and again.
+_UUID_TEXTS: dict[str, Uuid] = {}
+_UUID_TEXTS_MAX = 1 << 16
+_MISSING: Any = object()
+
+
+def _uuid_from_text(text: str) -> Uuid | None:
+    """``Uuid.from_string`` through a bounded cache; None for a text it refuses (the reference reader says why)."""
+    found = _UUID_TEXTS.get(text)
+    if found is None:
+        try:
+            found = Uuid.from_string(text)
+        except InputError:
+            return None
+        if len(_UUID_TEXTS) >= _UUID_TEXTS_MAX:
+            _UUID_TEXTS.clear()
+        _UUID_TEXTS[text] = found
+    return found
+
+
+def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | None:
+    """A second implementation of :func:`message_from_json` for one record class at one version, proven equal to it
+    by ``tests/properties/test_fast_decode_properties.py``: straight-line code for the record's fields, checking what
+    :func:`~jbod_model.records.schema.validate_message` checks as it reads. It returns the same record, or None for
+    any data it does not read exactly as the reference does (a missing or mistyped field, a null, anything out of
+    range): the reference then reads it, and raises the error it names. None (no fast reader) for a class with a
+    field kind it does not cover (structs, bytes, floats, JSON aliases)."""
+    lines = ["def fast(data):", "    if type(data) is not dict:", "        return None", "    kw = {}"]
+    namespace: dict[str, Any] = {"MISSING": _MISSING, "uuid": _uuid_from_text, "cls": cls}
+    for spec in fields_of(cls):
+        if not spec.present_in(version):
+            continue  # left at its default, which is what validate_message requires
+        element = spec.element_type if spec.is_array else spec.type
+        if spec.aliases or (element not in INT_RANGES and element not in ("bool", "string", "uuid")):
+            return None
+        if spec.tag is not None:
+            try:  # a missing tagged field keeps its default: the reference still checks it
+                check_value(spec, spec.default, version, cls.__name__)
+            except InputError:
+                return None
+        lines.append(f"    v = data.get({spec.json_name!r}, MISSING)")
+        lines.append("    if v is MISSING:")
+        # A missing untagged field is an error (the reference names it); a missing tagged one keeps its default.
+        lines.append("        return None" if spec.tag is None else "        pass")
+        lines.append("    elif v is None:")
+        nullable_kind = element in ("string",) or spec.is_array
+        lines.append(f"        kw[{spec.name!r}] = None" if spec.nullable_in(version) and nullable_kind
+                     else "        return None")
+        lines.append("    else:")
+        if spec.is_array:
+            lines.append("        if type(v) is not list:")
+            lines.append("            return None")
+            if element == "uuid":
+                lines.append("        v = tuple(uuid(x) if type(x) is str else None for x in v)")
+                lines.append("        if None in v:")
+                lines.append("            return None")
+            else:
+                lines.append("        v = tuple(v)")
+                lines.append("        for x in v:")
+                lines.append(f"            if {_scalar_refused('x', element)}:")
+                lines.append("                return None")
+        elif element == "uuid":
+            lines.append("        if type(v) is not str:")
+            lines.append("            return None")
+            lines.append("        v = uuid(v)")
+            lines.append("        if v is None:")
+            lines.append("            return None")
+        else:
+            lines.append(f"        if {_scalar_refused('v', element)}:")
+            lines.append("            return None")
+        lines.append(f"        kw[{spec.name!r}] = v")
+    if issubclass(cls, MetadataRecord):
+        lines.append(f"    kw['version'] = {version}")
+    lines.append("    return cls(**kw)")
+    exec(compile("\n".join(lines), f"<fast JSON reader of {cls.__name__} v{version}>", "exec"), namespace)
+    fast: _FastFromJson = namespace["fast"]
+    return fast
+
+
+def _scalar_refused(name: str, type_name: str) -> str:
+    """A Python test that is true when the JSON value ``name`` is not a valid ``type_name`` (``check_value``)."""
+    if type_name in INT_RANGES:
+        lo, hi = INT_RANGES[type_name]
+        return f"type({name}) is not int or not {lo} <= {name} <= {hi}"
+    return f"type({name}) is not {'bool' if type_name == 'bool' else 'str'}"
 
 
 def dumps(obj: Any) -> str:

@@ -212,12 +212,16 @@ BATCH_SCHEMA = pa.schema([("cluster_id", pa.string()), ("ord", pa.int64()), ("ta
                           ("payload", pa.string())])
 
 
+#: Each entity's key column names, in key order.
+_KEY_NAMES: Mapping[str, tuple[str, ...]] = {name: tuple(k for k, _ in e.key) for name, e in ENTITIES.items()}
+
+
 def event_payload(entity: str, key: Sequence[Any], offset: int, time_ms: int | None,
                   value: Mapping[str, Any] | None) -> dict[str, Any]:
     """A change event of a keyed entity as the operator writes it in a row's ``payload``: the key by column name,
     ``o`` the offset it took effect at, ``t`` its batch's time (ms), ``v`` the new value (None: removed). Named
     keys let :func:`plan_batch` parse a batch's events as typed columns."""
-    names = [k for k, _ in ENTITIES[entity].key]
+    names = _KEY_NAMES[entity]
     if len(names) != len(key):
         raise ValueError(f"a {entity} key has {len(names)} parts, not {len(key)}: {list(key)}")
     return {**dict(zip(names, key, strict=True)), "o": offset, "t": time_ms, "v": value}

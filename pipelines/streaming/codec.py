@@ -23,7 +23,7 @@ from jbod_model.controller.context import BrokerHeartbeatState, ControllerState
 from jbod_model.errors import InputError
 from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.metadata_version import IBP_4_0_IV0, MetadataVersion
-from jbod_model.records.entry import LogEntry
+from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
 from jbod_model.records.json_codec import record_from_json, record_to_json
 from jbod_model.records.metadata import RegisterBrokerRecord
@@ -195,6 +195,13 @@ def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:
                            "data": None if row["data"] is None else orjson.loads(row["data"])}
     if row.get("payload") is not None:
         obj["payload"] = row["payload"]
+    offset = _int(row.get("offset"))
+    if offset is not None and offset >= 0 and isinstance(obj["type"], str) and not obj["type"].endswith("_REQUEST"):
+        # A record row, as the source writes it (every row is one entry_to_row made): the entry entry_from_json
+        # would build, without checking again what the source's reader checked.
+        return new_log_entry(offset, record_from_json(obj, f"{row['cluster_id']} seq {row['seq']}"),
+                             _int(row.get("batch_base_offset")), _int(row.get("leader_epoch")),
+                             _int(row.get("timestamp")), row.get("source"))
     for key, column in (("offset", "offset"), ("timestamp", "timestamp"), ("leaderEpoch", "leader_epoch"),
                         ("batchBaseOffset", "batch_base_offset")):
         value = _int(row.get(column))

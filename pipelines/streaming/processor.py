@@ -281,6 +281,14 @@ def _offline_value(name: str, r: ReplicaState | None) -> dict[str, Any] | None:
             "reason": r.offline_reason.value if r.offline_reason else None}
 
 
+def _offline_key(r: ReplicaState | None) -> tuple[Any, ...] | None:
+    """What of a replica its ``offline_replicas`` row holds besides the topic's name (the same before and after a
+    change): two states with equal keys have equal rows."""
+    if r is None or not r.offline:
+        return None
+    return r.directory, r.directory_state, r.offline_reason
+
+
 class RowSink:
     """Collects one cluster bucket's output rows in order, with the offset of the step each row belongs to.
 
@@ -360,9 +368,8 @@ class RowSink:
         topic_id, partition_id, broker_id = r.key
         key = [str(topic_id), partition_id, broker_id]
         self.event("replica", key, step, None if r.new is None else _replica_value(r.topic_name, r.new))
-        old_off, new_off = _offline_value(r.topic_name, r.old), _offline_value(r.topic_name, r.new)
-        if old_off != new_off:
-            self.event("offline", key, step, new_off)
+        if _offline_key(r.old) != _offline_key(r.new):
+            self.event("offline", key, step, _offline_value(r.topic_name, r.new))
 
     def response(self, seq: int, entry: RequestEntry, handled: Any) -> None:
         response = handled.response.to_json()
@@ -489,7 +496,7 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: Value
         raise InputError(f"cluster {cluster_id}: its state was written with {stored_buckets} replay buckets, this "
                          f"run has {buckets}: a partition's bucket would change; replay into new tables from a new "
                          "checkpoint, or run with the bucket count of the checkpoint")
-    records = [] if batch is None else batch.to_dict("records")
+    records = [] if batch is None else _row_dicts(batch)
     origin = origin or (records[0]["input"] if records else "log")
     snapshot_index = {int(r["offset"]): int(r["snapshot_index"]) for r in records
                       if r["kind"] == "snapshot" and _opt_int(r.get("snapshot_index")) is not None}
@@ -659,6 +666,13 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
             left_out.add((cluster_id, row["payload"]))
         out.append(row)
     return out
+
+
+def _row_dicts(batch: pd.DataFrame) -> list[dict[str, Any]]:
+    """``batch.to_dict("records")`` (Python values, NaN for a null number) without boxing value by value."""
+    columns = [str(c) for c in batch.columns]
+    return [dict(zip(columns, values, strict=True))
+            for values in zip(*(batch[c].tolist() for c in columns), strict=True)]
 
 
 def _log_entry(row: Mapping[str, Any]) -> LogEntry:

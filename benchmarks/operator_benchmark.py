@@ -1,0 +1,95 @@
+"""CPU of the Spark job's stateful operator, without Spark: what one core spends per record inside the operator.
+
+The job's time is mostly its Python workers running ``pipelines.streaming.processor.replay_bucket``
+(docs/state-design.md "Where the time goes"). This benchmark runs exactly that function — input rows made by the
+source's own ``entry_to_row``/``fan_out``, split over the replay buckets, cut into the job's micro-batches — over
+in-memory stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, which also counts the state calls, each
+a round trip to the JVM in Spark), and prints its CPU seconds beside the pure model's replay of the same records::
+
+    python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
+
+on a cached benchmark cluster (``benchmarks/clusters.py``). ``--profile N`` adds cProfile's top N functions by own
+time. What Spark adds around it (Arrow in and out of the worker, the state store's socket, shuffle, the JVM) is
+measured by ``spark_benchmark.py``. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import dataclasses
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+from clusters import benchmark_cluster  # beside this script (run as a script, like every benchmark)
+
+from jbod_model.replay import Replayer
+from jbod_model.stream import entry_from_json
+from pipelines.streaming.codec import entry_to_row, fan_out
+from pipelines.streaming.processor import MAP_STATES, replay_bucket
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+# The tests' stand-ins of Spark's state.
+from test_quality_support import FakeMapState, FakeValueState
+
+
+def operator_cpu(frames: dict[int, list[pd.DataFrame]], buckets: int) -> dict[str, Any]:
+    """Run every bucket's batches through the operator on fresh state; its CPU seconds, rows out, state calls."""
+    out_rows = calls = 0
+    start = time.process_time()
+    for bucket, batches in frames.items():
+        maps = {name: FakeMapState() for name in MAP_STATES}
+        meta = FakeValueState()
+        for batch in batches:
+            out_rows += len(replay_bucket("bench", batch, meta, maps, bucket, buckets).rows)  # type: ignore[arg-type]
+        calls += sum(m.calls for m in maps.values())
+    return {"cpu_seconds": round(time.process_time() - start, 2), "rows_out": out_rows, "state_calls": calls}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=20_011)
+    parser.add_argument("--buckets", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=100_000, help="entries per micro-batch (the job's cap)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N")
+    args = parser.parse_args()
+    cluster = benchmark_cluster(args.partitions)
+    with (cluster.root / "records.jsonl").open("rb") as lines:
+        entries = [entry_from_json(orjson.loads(line), "records.jsonl", "records.jsonl") for line in lines]
+    start = time.process_time()
+    replayer = Replayer()
+    for entry in entries:
+        replayer.replay(entry)
+    pure = time.process_time() - start
+    by_bucket: dict[int, list[Any]] = collections.defaultdict(list)
+    rows = 0
+    # seq counts the cluster's entries, as the source's does: a batch is the next --batch entries of the log.
+    for seq, entry in enumerate(entries):
+        for row in fan_out(entry_to_row("bench", "record", seq, entry, buckets=args.buckets), args.buckets):
+            by_bucket[row.bucket].append((seq // args.batch, dataclasses.asdict(row)))
+            rows += 1
+    frames = {bucket: [pd.DataFrame([r for b, r in found if b == batch])
+                       for batch in sorted({b for b, _ in found})] for bucket, found in sorted(by_bucket.items())}
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+    result = operator_cpu(frames, args.buckets)
+    if args.profile:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+    result |= {"cluster": cluster.shape.key, "records": len(entries), "rows_in": rows, "buckets": args.buckets,
+               "batch": args.batch, "pure_replay_cpu_seconds": round(pure, 2),
+               "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
+               "operator_us_per_record": round(result["cpu_seconds"] / len(entries) * 1e6, 1)}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
