@@ -8,7 +8,8 @@ Input: a node's metadata log dir and the canonical JSONL of the same records (wh
 * **decode**: every record of the log read and decoded (``open_inputs(..., from_snapshot=False)``), records/s, with
   the cyclic collector paused as the stream runner has it;
 * **replay**: the decoded entries through the stream runner and reference controller, as ``jbod image`` runs them;
-* **output**: ``image_to_json`` and its serialisation;
+* **output**: ``image_json_text_of`` (what ``jbod image --json`` prints), and the reference ``image_to_json`` with
+  its serialisation beside it (the two texts checked equal);
 * **end to end**: ``python -m pipelines.cli image DIR --full-log --json`` as a subprocess: wall time and peak RSS;
 * **DuckDB**: ``duckdb_baseline.py RECORDS.jsonl`` as a subprocess (wall time, peak RSS), and the ratio.
 
@@ -34,7 +35,7 @@ from typing import Any
 
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
-from jbod_model.image_json import image_json_text, image_to_json
+from jbod_model.image_json import image_json_text, image_json_text_of, image_to_json
 from jbod_model.slots import gc_paused
 from jbod_model.sources import open_inputs
 from jbod_model.stream import StreamEntry, StreamRunner
@@ -76,11 +77,17 @@ def stage_times(node_dir: Path) -> dict[str, float]:
     replay, replay_cpu = time.perf_counter() - wall, time.process_time() - cpu
     del entries
     wall, cpu = time.perf_counter(), time.process_time()
-    text = image_json_text(image_to_json(image))
+    text = image_json_text_of(image)
     output, output_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter(), time.process_time()
+    reference = image_json_text(image_to_json(image))
+    output_ref, output_ref_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if reference != text:
+        raise SystemExit("image_json_text_of and image_json_text(image_to_json(...)) differ")
     partitions = sum(len(t.partitions) for t in image.topics.by_id.values())
     return {"records": float(loaded.report.records), "decode_s": decode, "decode_cpu_s": decode_cpu,
             "replay_s": replay, "replay_cpu_s": replay_cpu, "output_s": output, "output_cpu_s": output_cpu,
+            "output_reference_s": output_ref, "output_reference_cpu_s": output_ref_cpu,
             "partitions": float(partitions), "json_bytes": float(len(text))}
 
 
@@ -124,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stage:6}  {w:7.2f} s wall {n / w:10,.0f} records/s   {c:7.2f} s CPU {n / c:10,.0f} records/s")
         print(f"output  {stages['output_s']:7.2f} s wall                       {stages['output_cpu_s']:7.2f} s CPU "
               f"({int(stages['json_bytes']):,} bytes of image JSON)")
+        print(f"  (reference image_to_json + orjson: {stages['output_reference_s']:.2f} s wall, "
+              f"{stages['output_reference_cpu_s']:.2f} s CPU)")
 
     e2e: list[tuple[float, float, int]] = []
     duck: list[tuple[float, float, int]] = []

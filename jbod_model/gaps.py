@@ -159,7 +159,14 @@ def with_consequences(doc: dict[str, Any], gaps: GapConsequences) -> dict[str, A
     """A JSON document (the image, docs/image-json.md, or the report, docs/report-json.md) with ``unknown`` (the
     entities marked unknown) and ``gapConsequences`` (the records left out) added when a replay under policy
     ``skip`` left any record out; unchanged otherwise."""
+    fields = consequence_fields(gaps)
+    return {**doc, **fields} if fields else doc
+
+
+def consequence_fields(gaps: GapConsequences) -> dict[str, Any]:
+    """The keys :func:`with_consequences` adds to a document: ``unknown`` and ``gapConsequences`` when a replay
+    under policy ``skip`` left any record out, none otherwise."""
     found = gaps.consequences
     if not found:
-        return doc
-    return {**doc, "unknown": [e.to_json() for e in gaps.unknown], "gapConsequences": [c.to_json() for c in found]}
+        return {}
+    return {"unknown": [e.to_json() for e in gaps.unknown], "gapConsequences": [c.to_json() for c in found]}

@@ -4,10 +4,12 @@ string form, then partition id, then broker id (the order a SQL ``ORDER BY`` on 
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Mapping
 from typing import Any
 
 from jbod_model.directory_id import DirectoryState
-from jbod_model.image import ClusterImage, MetadataImage
+from jbod_model.image import ClusterImage, MetadataImage, TopicImage
 from jbod_model.records.json_codec import dumps_without_floats
 from jbod_model.replicas import offline_reason
 from jbod_model.slots import gc_paused
@@ -30,12 +32,8 @@ def _image_to_json(image: MetadataImage) -> dict[str, Any]:
     (broker, directory) only, and a cluster has few of those, so each is worked out once
     (:func:`jbod_model.replicas.offline_reason` — the replica view's own rule) and each id printed once."""
     mv = image.metadata_version
-    brokers = [
-        {"brokerId": b.id, "brokerEpoch": b.epoch, "incarnationId": str(b.incarnation_id), "fenced": b.fenced,
-         "inControlledShutdown": b.in_controlled_shutdown, "logDirs": [str(d) for d in b.directories]}
-        for b in sorted(image.cluster.brokers.values(), key=lambda b: b.id)
-    ]
-    ordered = sorted(((str(t.id), t) for t in image.topics.by_id.values()), key=lambda pair: pair[0])
+    brokers = _brokers(image)
+    ordered = _ordered_topics(image)
     topics = [{"topicId": text, "name": t.name} for text, t in ordered]
     cluster = image.cluster
     # Keyed by id(): Uuid hashing runs Python code, and every id here is alive in the image for the whole call.
@@ -81,6 +79,107 @@ def image_json_text(doc: dict[str, Any]) -> str:
     """The text of an image JSON document, exactly as :func:`jbod_model.records.json_codec.dumps` writes it: the
     image contract holds no float (:func:`~jbod_model.records.json_codec.dumps_without_floats`)."""
     return dumps_without_floats(doc)
+
+
+def image_json_text_of(image: MetadataImage, extra: Mapping[str, Any] | None = None) -> str:
+    """``image_json_text({**image_to_json(image), **extra})``, the same text, written straight from the image (see
+    :func:`_image_json_text_of`) with the cyclic collector paused. ``extra`` holds keys the contract adds after the
+    image's own (:func:`jbod_model.gaps.consequence_fields`); none of them is one of the image's keys."""
+    with gc_paused():
+        return _image_json_text_of(image, extra or {})
+
+
+def _image_json_text_of(image: MetadataImage, extra: Mapping[str, Any]) -> str:
+    """The image JSON text without building the document: a second implementation of :func:`_image_to_json` plus
+    :func:`image_json_text`, proven equal to them by a hypothesis property (tests/properties/test_replay_properties.py).
+
+    The reference builds a dict per partition and per replica (800 k at 200 k partitions) for orjson to walk once;
+    here each row is one f-string. What repeats is written once: a partition's ``{"topicId":..,"partitionId":..``
+    head is shared by its replica rows, a replica row's tail is a function of (broker, directory) only, and an int
+    list's text is a function of its values (most ELR and reassignment lists are the same empty or short tuples).
+    The text equals orjson's: ints print as ``str`` does (as both orjson and the ``json`` fallback write them), and
+    strings (names, enum values) are written as :func:`image_json_text` writes them, once each."""
+    mv = image.metadata_version
+    cluster = image.cluster
+    ordered = _ordered_topics(image)
+    quoted: dict[int, str] = {}  # a directory's JSON string by id() (see _image_to_json's texts)
+    tails: dict[tuple[int, int], str] = {}
+    lists = _IntListTexts()
+    partitions: list[str] = []
+    replicas: list[str] = []
+    for text, t in ordered:
+        topic_head = '{"topicId":' + dumps_without_floats(text) + ',"partitionId":'
+        parts = t.partitions
+        for pid in sorted(parts):
+            p = parts[pid]
+            head = f"{topic_head}{pid:d}"
+            directories = p.directories
+            dir_texts = []
+            for d in directories:
+                dq = quoted.get(id(d))
+                if dq is None:
+                    dq = quoted[id(d)] = dumps_without_floats(str(d))
+                dir_texts.append(dq)
+            partitions.append(
+                f'{head},"replicas":{lists[p.replicas]},"isr":{lists[p.isr]},"leader":{p.leader:d},'
+                f'"leaderEpoch":{p.leader_epoch:d},"partitionEpoch":{p.partition_epoch:d},'
+                f'"directories":[{",".join(dir_texts)}],"addingReplicas":{lists[p.adding_replicas]},'
+                f'"removingReplicas":{lists[p.removing_replicas]},"eligibleLeaderReplicas":{lists[p.elr]},'
+                f'"lastKnownElr":{lists[p.last_known_elr]}}}')
+            # As in _image_to_json: zipped strictly, then ordered by broker id (sort is stable).
+            pairs = []
+            for broker_id, directory in zip(p.replicas, directories, strict=True):
+                key = (broker_id, id(directory))
+                tail = tails.get(key)
+                if tail is None:
+                    text_, state, offline, reason = _replica_state(cluster, broker_id, directory)
+                    tail = tails[key] = (
+                        f',"brokerId":{broker_id:d},"directory":{dumps_without_floats(text_)},'
+                        f'"directoryState":{dumps_without_floats(state)},"offline":{dumps_without_floats(offline)},'
+                        f'"offlineReason":{dumps_without_floats(reason)}}}')
+                pairs.append((broker_id, tail))
+            if pairs:
+                if len(pairs) > 1:
+                    pairs.sort(key=_first)
+                # A partition's replica rows as one piece of the final join.
+                replicas.append(",".join([head + tail for _, tail in pairs]))
+    # The small part before the rows: its document's text without the closing brace.
+    prefix = dumps_without_floats({
+        "featureLevel": mv.feature_level, "metadataVersion": mv.name, "lastOffset": image.last_offset,
+        "brokers": _brokers(image), "topics": [{"topicId": text, "name": t.name} for text, t in ordered]})
+    out = [prefix[:-1], ',"partitions":[', ",".join(partitions), '],"replicas":[', ",".join(replicas), "]"]
+    for name, value in extra.items():
+        out.append(f",{dumps_without_floats(name)}:{dumps_without_floats(value)}")
+    out.append("}")
+    return "".join(out)
+
+
+class _IntListTexts(dict[tuple[int, ...], str]):
+    """The JSON text of a list of ints, keyed by its values: written once per distinct list (subscripting a dict is
+    the cheapest lookup on a hit)."""
+
+    def __missing__(self, values: tuple[int, ...]) -> str:
+        # A list's repr in C, less its spaces: ints (the image's are plain ints) print as JSON does.
+        text = self[values] = str(list(values)).replace(" ", "")
+        return text
+
+
+#: A (broker id, directory) pair's broker id, as a C-level key function.
+_first = operator.itemgetter(0)
+
+
+def _brokers(image: MetadataImage) -> list[dict[str, Any]]:
+    """The contract's broker rows, by id."""
+    return [
+        {"brokerId": b.id, "brokerEpoch": b.epoch, "incarnationId": str(b.incarnation_id), "fenced": b.fenced,
+         "inControlledShutdown": b.in_controlled_shutdown, "logDirs": [str(d) for d in b.directories]}
+        for b in sorted(image.cluster.brokers.values(), key=lambda b: b.id)
+    ]
+
+
+def _ordered_topics(image: MetadataImage) -> list[tuple[str, TopicImage]]:
+    """Every topic with its id's text, in contract order (by that text)."""
+    return sorted(((str(t.id), t) for t in image.topics.by_id.values()), key=lambda pair: pair[0])
 
 
 def _broker_of(pair: tuple[int, Uuid]) -> int:

@@ -16,7 +16,7 @@ Property (a) mirrors Kafka's ``RecordTestUtils.TestThroughAllIntermediateImagesL
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from jbod_model.directory_id import MIGRATING, UNASSIGNED
 from jbod_model.errors import ReplayFault
-from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
-from jbod_model.image_json import image_json_text, image_to_json
+from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration, TopicsImage
+from jbod_model.image_json import image_json_text, image_json_text_of, image_to_json
 from jbod_model.invariants import InvariantTracker, check_image, check_step
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
@@ -679,13 +679,32 @@ def _image_json_by_replica_view(image: MetadataImage) -> dict[str, Any]:
 @SETTINGS
 @given(stream=valid_streams())
 def test_image_json_equals_the_replica_view_sorted_whole(stream: Stream) -> None:
-    """image_to_json emits rows in contract order without a global sort; it must equal the plain derivation."""
+    """image_to_json emits rows in contract order without a global sort; it must equal the plain derivation. Its
+    text is what image_json_text_of writes straight from the image."""
     image = EMPTY_IMAGE
     for batch in stream.batches:
         image = replay_records(batch, image)
         doc = image_to_json(image)
         assert {k: doc[k] for k in ("topics", "partitions", "replicas")} == _image_json_by_replica_view(image)
         assert image_json_text(doc) == dumps(doc)
+        # The fast writer (image_json_text_of) prints exactly the reference document's text.
+        assert image_json_text_of(image) == image_json_text(doc)
+
+
+@SETTINGS
+@given(stream=valid_streams(max_steps=12), names=st.lists(st.text(), min_size=1, max_size=4),
+       extra=st.dictionaries(st.sampled_from(["unknown", "gapConsequences"]),
+                             st.lists(st.dictionaries(st.text(max_size=4), st.integers() | st.text() | st.none()),
+                                      max_size=3)),
+       last_offset=st.integers(min_value=-1, max_value=2**80))
+def test_image_json_text_of_equals_the_reference_for_any_text_and_extra_keys(
+        stream: Stream, names: list[str], extra: dict[str, Any], last_offset: int) -> None:
+    """Topic names of any text (escapes, non-ASCII), integers beyond 64 bits (the reference falls back
+    to ``json``) and the keys a skip-policy replay adds: still the reference text."""
+    image = replay_records([r for batch in stream.batches for r in batch])
+    by_id = {tid: replace(t, name=names[i % len(names)]) for i, (tid, t) in enumerate(image.topics.by_id.items())}
+    image = replace(image, topics=TopicsImage(by_id, image.topics.by_name), last_offset=last_offset)
+    assert image_json_text_of(image, extra) == image_json_text({**image_to_json(image), **extra})
 
 
 def test_image_json_text_is_dumps_for_what_orjson_cannot_write_alike() -> None:
