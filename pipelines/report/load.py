@@ -10,8 +10,8 @@ a replay of the input with the same ``--as-of-offset N`` gives: the ``records`` 
 after it, which an :class:`~jbod_model.report.IncidentTracker` replays (incidents, the offline series, leaderless
 partitions), while the placement clocks come from the history tables without a replay
 (:func:`pending_from_tables`, :mod:`jbod_model.report_rows`). :func:`load_from_records` replays records into image
-and history with the full :class:`~jbod_model.report.ReportTracker`. :func:`jbod_model.report.build_report` then builds the report, and
-:mod:`pipelines.report.render` draws it.
+and history with the full :class:`~jbod_model.report.ReportTracker`. :func:`jbod_model.report.build_report` then
+builds the report, and :mod:`pipelines.report.render` draws it.
 
 Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties
 files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``--tables``, from the
@@ -30,6 +30,7 @@ from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
 from jbod_model.gaps import GapConsequences
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
+from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
@@ -123,6 +124,9 @@ def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) ->
     ``records`` table from the latest snapshot by then tracks it (``InvariantTracker.pending_placements``), from
     the records' positions and the history tables (:func:`jbod_model.report_rows.pending_since`): only the cluster's
     rows that start by the offset and the columns needed are read, no record is decoded."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
     from pipelines.lakehouse.tables import ENTITIES, entity_versions, log_positions  # noqa: PLC0415 - pyarrow/deltalake
 
     snapshot, positions = log_positions(tables, cluster, as_of_offset)
@@ -133,6 +137,9 @@ def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) ->
         return {}
     upto = ends[-1].offset if ends else snapshot
     replicas = entity_versions(tables, ENTITIES["replica"], cluster, upto, ["directory"])
+    # Only a placeholder version can make a placement pending (the ends above needed every version): build those.
+    replicas = replicas.filter(pc.is_in(replicas.column("directory"),
+                                        value_set=pa.array([str(d) for d in PLACEHOLDERS], pa.string())))
     brokers = entity_versions(tables, ENTITIES["broker"], cluster, upto, ["fenced"])
     levels = entity_versions(tables, ENTITIES["feature"], cluster, upto, ["level"], where=f"name = '{FEATURE_NAME}'")
     return pending_since(
