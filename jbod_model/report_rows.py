@@ -30,16 +30,7 @@ from jbod_model.uuid import Uuid
 
 _BEGIN, _END, _ABORT = (BeginTransactionRecord.TYPE_NAME, EndTransactionRecord.TYPE_NAME,
                         AbortTransactionRecord.TYPE_NAME)
-
-
-@dataclass(frozen=True, slots=True)
-class LogRow:
-    """What batching needs of one ``records`` row: its offset, batch, batch time (ms) and type (``TYPE_NAME``)."""
-
-    offset: int
-    batch_base_offset: int | None
-    timestamp: int | None
-    type_name: str
+_MARKERS = frozenset((_BEGIN, _END, _ABORT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,46 +65,53 @@ class LevelVersion:
     end: int | None
 
 
-def batch_ends(rows: Iterable[LogRow]) -> list[LogPosition]:
-    """Where each batch a :class:`~jbod_model.report.BatchFeed` observes ends, in log order: the offset of its last
-    committed record and the last batch time among its committed records (what
+def batch_ends(offsets: Sequence[int], bases: Sequence[int | None], stamps: Sequence[int | None],
+               types: Sequence[str]) -> list[LogPosition]:
+    """Where each batch a :class:`~jbod_model.report.BatchFeed` observes ends, in log order, from the ``records``
+    table's columns (the records' offsets, batch base offsets, batch times in ms, ``TYPE_NAME``s; offset order): the
+    offset of the batch's last committed record and the last batch time among its committed records (what
     :class:`~jbod_model.invariants.InvariantTracker` dates a clock with). Batches are grouped as ``BatchFeed.feed``
-    groups them (by ``batch_base_offset``; a row without one is a batch of its own) and committed as
-    ``BatchFeed._commit`` commits them (a transaction's records at its EndTransactionRecord, an aborted one's never —
-    only the AbortTransactionRecord itself); a batch that commits nothing is not observed. Rows must be in offset
-    order and hold no faults a replay would raise on (the job stopped before those, ``replay_faults``)."""
+    groups them (by batch base offset; a row without one is a batch of its own) and committed as
+    ``BatchFeed._commit`` commits them (a transaction's records at its EndTransactionRecord, an aborted one's never
+    — only the AbortTransactionRecord itself); a batch that commits nothing is not observed. The rows hold no fault
+    a replay would raise on (the job stopped before those, ``replay_faults``).
+
+    One pass keeping, per batch, only the last committed offset and time (a log has millions of rows)."""
     out: list[LogPosition] = []
-    txn: list[tuple[int, int | None]] | None = None
-    committed: list[tuple[int, int | None]] = []
+    # The buffered batch: its base, whether it committed anything, its last committed offset and non-null time.
     base: int | None = None
-    started = False
-
-    def close() -> None:
-        if committed:
-            ts = next((t for _, t in reversed(committed) if t is not None), None)
-            out.append(LogPosition(committed[-1][0], ts))
-            committed.clear()
-
-    for row in rows:
-        if started and (row.batch_base_offset is None or base is None or row.batch_base_offset != base):
-            close()
-        base, started = row.batch_base_offset, True
-        here = (row.offset, row.timestamp)
-        if row.type_name == _BEGIN:
-            txn = [here]
-        elif txn is not None:
-            if row.type_name == _END:
-                committed.extend(txn)
-                committed.append(here)
-                txn = None
-            elif row.type_name == _ABORT:
-                committed.append(here)
-                txn = None
-            else:
-                txn.append(here)
-        else:
-            committed.append(here)
-    close()
+    started = committed = False
+    last_offset, last_ts = 0, None
+    # An open transaction: whether it is, and the last non-null time among its records.
+    in_txn = False
+    txn_ts: int | None = None
+    for offset, row_base, ts, kind in zip(offsets, bases, stamps, types, strict=True):
+        if started and (row_base is None or base is None or row_base != base):
+            if committed:
+                out.append(LogPosition(last_offset, last_ts))
+            committed, last_ts = False, None
+        base, started = row_base, True
+        if kind not in _MARKERS and not in_txn:
+            committed, last_offset = True, offset
+            if ts is not None:
+                last_ts = ts
+        elif kind == _BEGIN:
+            in_txn, txn_ts = True, ts
+        elif not in_txn:
+            # An End or Abort outside a transaction: a replay raises on it, and the job stops before it.
+            committed, last_offset = True, offset
+            if ts is not None:
+                last_ts = ts
+        elif kind in (_END, _ABORT):
+            if kind == _END and txn_ts is not None:
+                last_ts = txn_ts  # the transaction's records become the batch's, before the End
+            committed, last_offset, in_txn = True, offset, False
+            if ts is not None:
+                last_ts = ts
+        elif ts is not None:
+            txn_ts = ts
+    if committed:
+        out.append(LogPosition(last_offset, last_ts))
     return out
 
 

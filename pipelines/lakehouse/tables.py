@@ -768,23 +768,34 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
 
 
 def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
-                    columns: Sequence[str], where: str | None = None) -> pa.Table:
+                    columns: Sequence[str], where: str | None = None, *, keys_where: str | None = None) -> pa.Table:
     """The ``entity``'s history versions of ``cluster`` that start by ``as_of_offset`` (None: all), with their key
     columns, ``columns`` and ``start``/``end`` (the interval's offsets; ``end`` null while current, and an end after
     ``as_of_offset`` is kept as stored) — the versions :func:`resolved_sql`'s view gives, read from the stored rows
     directly: a stored row's end, else the start of the key's next stored row (a later change, or a :data:`REMOVED`
-    row, which is no version itself). ``where``: a further SQL condition on the stored rows — one that keeps every
-    row of a key it keeps any of, or the ends would be lost. Only the columns asked for are read."""
+    row, which is no version itself). Only the columns asked for are read.
+
+    ``where``: a further SQL condition on the stored rows — one that keeps every row of a key it keeps any of, or
+    the ends would be lost. ``keys_where``: only the keys that have a row matching this condition (by then), with
+    all their rows — found first with the condition pushed down, then joined: a few placeholder placements among
+    millions of replica versions cost their own rows, not a sort of the table."""
     names = [k for k, _ in entity.key]
     lo, hi = (f"{c}_offset" for c in entity.interval)
     condition = f"cluster_id = {_lit(cluster)}"
     if as_of_offset is not None:
         condition += f" AND {lo} <= {int(as_of_offset)}"
-    if where is not None:
-        condition += f" AND ({where})"
     wanted = [*names, *(c for c in columns if c not in names), lo, hi, REMOVED]
-    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, entity.history)).execute(
-        f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored WHERE {condition}")))
+    sql = (f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM stored s WHERE "
+           f"{condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
+           f"{'' if where is None else f' AND ({where})'}")
+    if keys_where is not None:
+        keys = ", ".join(_quote(k) for k in names)
+        sql = (f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM "
+               f"(SELECT DISTINCT {keys} FROM stored WHERE {condition} AND ({keys_where})) k JOIN stored s ON "
+               + " AND ".join(f"k.{_quote(n)} = s.{_quote(n)}" for n in names)
+               + f" WHERE {condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
+               + ("" if where is None else f" AND ({where})"))
+    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, entity.history)).execute(sql)))
     n = read.num_rows
     if n == 0:
         return pa.table({**{c: read.column(c) for c in (*names, *columns)}, "start": read.column(lo),
@@ -796,8 +807,7 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
         equal = pc.equal(column.slice(0, n - 1), column.slice(1))
         same = equal if same is None else pc.and_(same, equal)
     assert same is not None
-    nxt = rows.column(lo).slice(1)
-    following = pc.if_else(same, nxt, pa.scalar(None, pa.int64()))
+    following = pc.if_else(same, rows.column(lo).slice(1), pa.scalar(None, pa.int64()))
     following = pa.concat_arrays([*(following.chunks if isinstance(following, pa.ChunkedArray) else [following]),
                                   pa.array([None], pa.int64())])
     end = pc.coalesce(rows.column(hi), following)

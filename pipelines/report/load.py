@@ -46,7 +46,6 @@ from jbod_model.report import (
 from jbod_model.report_rows import (
     BrokerVersion,
     LevelVersion,
-    LogRow,
     PlacementVersion,
     batch_ends,
     pending_since,
@@ -127,19 +126,23 @@ def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) ->
     import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    from pipelines.lakehouse.tables import ENTITIES, entity_versions, log_positions  # noqa: PLC0415 - pyarrow/deltalake
+    from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake
+        ENTITIES,
+        entity_versions,
+        log_positions,
+    )
 
     snapshot, positions = log_positions(tables, cluster, as_of_offset)
-    ends = batch_ends(LogRow(o, b, t, k) for o, b, t, k in zip(
-        *(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type")),
-        strict=True))
+    ends = batch_ends(*(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type")))
     if not ends and snapshot is None:
         return {}
     upto = ends[-1].offset if ends else snapshot
-    replicas = entity_versions(tables, ENTITIES["replica"], cluster, upto, ["directory"])
-    # Only a placeholder version can make a placement pending (the ends above needed every version): build those.
-    replicas = replicas.filter(pc.is_in(replicas.column("directory"),
-                                        value_set=pa.array([str(d) for d in PLACEHOLDERS], pa.string())))
+    # Only a placeholder version can make a placement pending: read the versions of the replicas that had one (all
+    # of each, for the ends), then keep those.
+    placeholders = [str(d) for d in PLACEHOLDERS]
+    replicas = entity_versions(tables, ENTITIES["replica"], cluster, upto, ["directory"],
+                               keys_where="directory IN (" + ", ".join(f"'{d}'" for d in placeholders) + ")")
+    replicas = replicas.filter(pc.is_in(replicas.column("directory"), value_set=pa.array(placeholders, pa.string())))
     brokers = entity_versions(tables, ENTITIES["broker"], cluster, upto, ["fenced"])
     levels = entity_versions(tables, ENTITIES["feature"], cluster, upto, ["level"], where=f"name = '{FEATURE_NAME}'")
     return pending_since(
