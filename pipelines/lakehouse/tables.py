@@ -719,18 +719,25 @@ def _last_of_each_key(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Tab
     """Per key, its row with the greatest ``start``, ordered by key: one sort (keys, then start) and a mask of the
     rows whose key differs from the next row's. Vectorised (pyarrow), where the SQL of :func:`resolved_sql` needs a
     window or a join over every stored row."""
-    n = rows.num_rows
-    if n == 0:
+    if rows.num_rows == 0:
         return rows
+    ordered, last = _key_breaks(rows, keys, start)
+    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
+    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+
+
+def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
+    """``rows`` (not empty) sorted by ``keys`` then ``start``, and for each row but the last whether the next row
+    has another key: one sort and a shifted compare per key column."""
+    n = rows.num_rows
     ordered = rows.take(pc.sort_indices(rows, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")]))
-    last: pa.Array | pa.ChunkedArray | None = None
+    breaks: pa.Array | pa.ChunkedArray | None = None
     for key in keys:
         column = ordered.column(key)
         differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
-        last = differs if last is None else pc.or_(last, differs)
-    assert last is not None
-    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
-    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+        breaks = differs if breaks is None else pc.or_(breaks, differs)
+    assert breaks is not None
+    return ordered, breaks
 
 
 def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
@@ -796,18 +803,11 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
                + f" WHERE {condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
                + ("" if where is None else f" AND ({where})"))
     read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, entity.history)).execute(sql)))
-    n = read.num_rows
-    if n == 0:
+    if read.num_rows == 0:
         return pa.table({**{c: read.column(c) for c in (*names, *columns)}, "start": read.column(lo),
                          "end": read.column(hi)})
-    rows = read.take(pc.sort_indices(read, sort_keys=[*((k, "ascending") for k in names), (lo, "ascending")]))
-    same: pa.Array | pa.ChunkedArray | None = None
-    for key in names:
-        column = rows.column(key)
-        equal = pc.equal(column.slice(0, n - 1), column.slice(1))
-        same = equal if same is None else pc.and_(same, equal)
-    assert same is not None
-    following = pc.if_else(same, rows.column(lo).slice(1), pa.scalar(None, pa.int64()))
+    rows, breaks = _key_breaks(read, names, lo)
+    following = pc.if_else(breaks, pa.scalar(None, pa.int64()), rows.column(lo).slice(1))
     following = pa.concat_arrays([*(following.chunks if isinstance(following, pa.ChunkedArray) else [following]),
                                   pa.array([None], pa.int64())])
     end = pc.coalesce(rows.column(hi), following)
