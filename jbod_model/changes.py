@@ -33,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from jbod_model.controller.context import ControllerConfig, ControllerState
 from jbod_model.controller.controller import ReferenceController
+from jbod_model.directory_id import DirectoryState
 from jbod_model.errors import InputError, ReplayFault
 from jbod_model.image import (
     BrokerRegistration,
@@ -45,9 +46,15 @@ from jbod_model.image import (
     TopicsImage,
 )
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
+from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord
 from jbod_model.replay import DeltaChanges, MetadataDelta, TransactionBuffer, check_snapshot_offset
-from jbod_model.replicas import ReplicaState, partition_replicas
+from jbod_model.replicas import (
+    OfflineReason,
+    ReplicaState,
+    partition_replicas,
+    registration_offline_reason,
+    registration_replicas,
+)
 from jbod_model.uuid import Uuid
 
 K = TypeVar("K")
@@ -441,6 +448,12 @@ class IncrementalReplayer:
             self._topics[topic_id] = self._reader.topic(topic_id)
         return self._topics[topic_id]
 
+    def _broker(self, broker_id: int) -> BrokerRegistration | None:
+        """A broker's registration after the steps so far (None: not registered)."""
+        if broker_id in self._writes.brokers:
+            return self._writes.brokers[broker_id]
+        return self._stored_broker(broker_id)
+
     def _stored_broker(self, broker_id: int) -> BrokerRegistration | None:
         if broker_id not in self._brokers:
             self._brokers[broker_id] = self._reader.broker(broker_id)
@@ -525,38 +538,74 @@ class IncrementalReplayer:
         return self._step(list(settled.apply), entry.offset, aborted=settled.aborted)
 
     def _single_record_step(self, entry: LogEntry, offset: int) -> Step | None:
-        """The step of one record that can change at most one partition's registration and no replica state, or
-        None for any other record (and for one that would fault): :meth:`_step` handles those.
+        """The step of one record that can change at most one partition's registration and its own replicas'
+        states, or None for any other record (and for one that would fault): :meth:`_step` handles those.
 
         A second implementation of :meth:`_step` for the records that make up nearly all of a log — NoOpRecords,
-        and PartitionChangeRecords that move a leader or an ISR — proven equal to it by
-        ``tests/properties/test_changes_properties.py``. It skips building the views of the image before and
-        after, a :class:`~jbod_model.replay.MetadataDelta` and the replica states: a replica's state reads only its
-        partition's replicas and directories and the brokers' registrations (``replicas.partition_replicas``), so a
-        change that keeps both arrays changes none."""
+        PartitionChangeRecords (a leader, an ISR, a directory, a reassignment) and PartitionRecords — proven equal to
+        it by ``tests/properties/test_changes_properties.py``. It skips building the views of the image before and
+        after, a :class:`~jbod_model.replay.MetadataDelta` and the replica states of other partitions: a replica's
+        state reads only its partition's replicas and directories and the brokers' registrations
+        (``replicas.partition_replicas``), and a partition record changes no registration, so a change that keeps
+        both arrays changes no replica state, and one that changes them changes only its own partition's."""
         record = entry.record
-        if type(record) is NoOpRecord:
+        kind = type(record)
+        if kind is NoOpRecord:
             self._writes.last_offset = offset
             return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,))
-        if type(record) is not PartitionChangeRecord:
+        if kind is not PartitionChangeRecord and kind is not PartitionRecord:
             return None
-        assert isinstance(record, PartitionChangeRecord)
-        name = self._topic_name(record.topic_id)
-        old = self._partition(record.topic_id, record.partition_id) if name is not None else None
-        if name is None or old is None:
-            return None  # an unknown topic or partition: the reference path raises the fault
+        assert isinstance(record, PartitionChangeRecord | PartitionRecord)
+        topic_id, partition_id = record.topic_id, record.partition_id
+        name = self._topic_name(topic_id)
+        if name is None:
+            return None  # an unknown topic: the reference path raises the fault
+        old = self._partition(topic_id, partition_id)
         try:
-            new = old.merge(record)
+            if isinstance(record, PartitionRecord):
+                new = PartitionRegistration.from_record(record)
+            elif old is None:
+                return None  # an unknown partition: the reference path raises the fault
+            else:
+                new = old.merge(record)
         except ReplayFault:
             return None
-        if new.replicas != old.replicas or new.directories != old.directories:
-            return None
+        key = (topic_id, partition_id)
+        replicas: tuple[ReplicaChange, ...] = ()
+        if old is None or new.replicas != old.replicas or new.directories != old.directories:
+            replicas = self._partition_replica_changes(name, key, old, new)
         self._writes.last_offset = offset
         if new == old:
             return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,))
-        self._writes.partitions[(record.topic_id, record.partition_id)] = new
+        w = self._writes
+        w.partitions[key] = new
+        self._topic_ids(topic_id).add(partition_id)
+        old_brokers = set(old.replicas) if old is not None else set()
+        new_brokers = set(new.replicas)
+        for b in old_brokers - new_brokers:
+            w.broker_partitions.setdefault(b, {})[key] = False
+        for b in new_brokers - old_brokers:
+            w.broker_partitions.setdefault(b, {})[key] = True
         return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,),
-                    partitions=(PartitionChange(record.topic_id, record.partition_id, name, old, new),))
+                    partitions=(PartitionChange(topic_id, partition_id, name, old, new),), replicas=replicas)
+
+    def _partition_replica_changes(self, name: str, key: PartitionKey, old: PartitionRegistration | None,
+                                   new: PartitionRegistration) -> tuple[ReplicaChange, ...]:
+        """The replica rows one partition's new registration changes, the brokers' registrations unchanged: as
+        :meth:`_apply` compares a partition's replica views, keyed and ordered by broker."""
+        topic_id, partition_id = key
+        olds = [] if old is None else list(registration_replicas(self._broker, topic_id, partition_id, old))
+        news = list(registration_replicas(self._broker, topic_id, partition_id, new))
+        if olds == news:
+            return ()
+        old_by_broker = {r.broker_id: r for r in olds}
+        new_by_broker = {r.broker_id: r for r in news}
+        out = []
+        for broker_id in sorted(old_by_broker.keys() | new_by_broker.keys()):
+            o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
+            if o != n:
+                out.append(ReplicaChange(name, o, n))
+        return tuple(out)
 
     def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
         """Load a snapshot over the image as one step at ``end_offset - 1`` (the offset the snapshot stands for; its
@@ -604,18 +653,23 @@ class IncrementalReplayer:
             if old_topic is not None:
                 partition_keys.update(dict.fromkeys((topic_id, pid) for pid in old_topic.partitions))
         # Replicas that may change: those of the partitions above, and every replica on a broker whose registration
-        # changed in a way ``offline_reason`` looks at.
-        affected = dict(partition_keys)
+        # changed in a way ``offline_reason`` looks at. A partition reached only through such a broker keeps its
+        # registration, so only its replicas on those brokers can change, and a replica's state reads nothing but
+        # its directory and its broker's registration (``replicas.registration_offline_reason``): those replicas
+        # are compared alone (``via_brokers``), not the whole partition before and after. A broker going fenced
+        # reaches a 1/brokers share of the cluster's partitions.
+        via_brokers: dict[PartitionKey, list[Change[int, BrokerRegistration]]] = {}
         for change in brokers:
             if _offline_relevant(change.old, change.new):
                 # Set order is deterministic here (keys hash by their integers), and row order within a step
                 # carries no meaning: no sort needed.
                 for key in self.partitions_on_broker(change.key):
-                    affected.setdefault(key, None)
-        old_parts = {key: before.topics.get_partition(*key) for key in affected}
+                    if key not in partition_keys:
+                        via_brokers.setdefault(key, []).append(change)
+        old_parts = {key: before.topics.get_partition(*key) for key in partition_keys}
         old_replicas = {key: [] if part is None else list(partition_replicas(before.cluster, key[0], key[1], part))
                         for key, part in old_parts.items()}
-        for topic_id, _pid in affected:
+        for topic_id in (*{key[0]: None for key in partition_keys}, *{key[0]: None for key in via_brokers}):
             if topic_id not in names_before:
                 names_before[topic_id] = self._topic_name(topic_id)
 
@@ -691,10 +745,51 @@ class IncrementalReplayer:
                 o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
                 if o != n:
                     replicas.append(ReplicaChange(name, o, n))
+        replicas.extend(self._replicas_via_brokers(via_brokers, name_after))
         last = entries[-1] if entries else None
         return Step(offset=offset, timestamp=last.timestamp if last is not None else None, entries=tuple(entries),
                     aborted=aborted, features=tuple(features), brokers=tuple(brokers), topics=tuple(topics),
                     partitions=tuple(partitions), replicas=tuple(replicas), snapshot=snapshot)
+
+
+    def _replicas_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
+                              name_after: Callable[[Uuid], str | None]) -> Iterator[ReplicaChange]:
+        """The replica rows that changed on partitions reached only through brokers whose registration changed
+        (see :meth:`_apply`): each such replica's state under the broker's old and new registration. The same
+        rows, in the same order, as comparing the partitions' whole replica views before and after."""
+        # A broker's replicas share a handful of directories: one state per (broker, directory).
+        reasons: dict[tuple[int, Uuid], tuple[OfflineReason | None, OfflineReason | None]] = {}
+        for key, changes in via_brokers.items():
+            part = self._partition(*key)
+            if part is None:
+                continue
+            topic_id, pid = key
+            name = name_after(topic_id) or ""
+            for change in sorted(changes, key=_change_key) if len(changes) > 1 else changes:
+                broker_id = change.key
+                directory: Uuid | None = None
+                # The last of the broker's replicas, as a replica view keyed by broker keeps it.
+                for replica, replica_dir in zip(part.replicas, part.directories, strict=True):
+                    if replica == broker_id:
+                        directory = replica_dir
+                if directory is None:
+                    continue
+                found = reasons.get((broker_id, directory))
+                if found is None:
+                    found = (registration_offline_reason(change.old, directory),
+                             registration_offline_reason(change.new, directory))
+                    reasons[(broker_id, directory)] = found
+                old_reason, new_reason = found
+                if old_reason != new_reason:
+                    state = DirectoryState.of(directory)
+                    yield ReplicaChange(name, ReplicaState(topic_id, pid, broker_id, directory, state,
+                                                           old_reason is not None, old_reason),
+                                        ReplicaState(topic_id, pid, broker_id, directory, state,
+                                                     new_reason is not None, new_reason))
+
+
+def _change_key(change: Change[int, BrokerRegistration]) -> int:
+    return change.key
 
 
 def _offline_relevant(old: BrokerRegistration | None, new: BrokerRegistration | None) -> bool:

@@ -232,9 +232,9 @@ def _default_to_migrating(dirs: tuple[Uuid, ...], replica_count: int) -> tuple[U
     if not dirs:
         return migrating_array(replica_count)
     first = dirs[0]
-    # Almost every array holds real directory ids: one comparison settles it (ids decoded from a log are shared
-    # instances, so usually without even calling Uuid.__eq__).
-    if first is not MIGRATING and first != MIGRATING:
+    # Almost every array holds real directory ids: the first one settles it. MIGRATING is Uuid(0, 0): comparing the
+    # halves is ``first != MIGRATING`` without a call of the dataclass's Python-level __eq__ (once per change record).
+    if first.msb or first.lsb:
         return dirs
     if all(d == MIGRATING for d in dirs):
         return migrating_array(replica_count)

@@ -111,7 +111,7 @@ class MetadataDelta:
     """
 
     __slots__ = ("_base", "_brokers", "_configs", "_features", "_last_offset", "_removed_topics", "_snapshot",
-                 "_topics")
+                 "_topic_by_identity", "_topics")
 
     def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, snapshot: bool = False) -> None:
         """``snapshot``: the records to replay are a snapshot that replaces ``image`` (``MetadataLoader`` loading a
@@ -125,6 +125,9 @@ class MetadataDelta:
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[Uuid, _TopicChange] = {}
+        # _topics by the identity of the id object a record holds (see _topic), cleared whenever a topic is removed
+        # or replaced in _topics. Each value keeps its id object alive, so an id() here is never reused.
+        self._topic_by_identity: dict[int, tuple[Uuid, _TopicChange]] = {}
         self._removed_topics: dict[Uuid, str] = {}
         self._configs: dict[tuple[int, str], dict[str, str | None] | None] = {}
         self._last_offset = image.last_offset
@@ -137,16 +140,21 @@ class MetadataDelta:
         return None if self._snapshot else self._base.cluster.brokers.get(broker_id)
 
     def _topic(self, topic_id: Uuid) -> _TopicChange | None:
+        # Ids decoded from a log are shared instances (one per id), so nearly every partition record's topic is
+        # found by identity, without the dataclass's Python-level __hash__ that a lookup in _topics costs.
+        known = self._topic_by_identity.get(id(topic_id))
+        if known is not None and known[0] is topic_id:
+            return known[1]
         change = self._topics.get(topic_id)
-        if change is not None:
-            return change
-        if topic_id in self._removed_topics or self._snapshot:
-            return None
-        topic = self._base.topics.by_id.get(topic_id)
-        if topic is None:
-            return None
-        change = _TopicChange(name=topic.name, id=topic.id, base=topic.partitions)
-        self._topics[topic_id] = change
+        if change is None:
+            if topic_id in self._removed_topics or self._snapshot:
+                return None
+            topic = self._base.topics.by_id.get(topic_id)
+            if topic is None:
+                return None
+            change = _TopicChange(name=topic.name, id=topic.id, base=topic.partitions)
+            self._topics[topic_id] = change
+        self._topic_by_identity[id(topic_id)] = (topic_id, change)
         return change
 
     def _topic_id_by_name(self, name: str) -> Uuid | None:
@@ -212,6 +220,7 @@ class MetadataDelta:
                 if change is None:
                     raise ReplayFault(f"Can't find topic with ID {record.topic_id} to remove", record=record)
                 del self._topics[record.topic_id]
+                self._topic_by_identity.clear()
                 # Keep the name the *base* image knows the id by: apply() must drop that name, even when the id was
                 # re-created (under another name) and removed again within this delta.
                 self._removed_topics.setdefault(record.topic_id, change.name)
@@ -304,6 +313,7 @@ class MetadataDelta:
         # The id stays in _removed_topics: apply() must still drop the base topic (and its name) that the re-created
         # one replaces; _topic() finds the re-created topic in _topics first.
         self._topics[record.topic_id] = _TopicChange(name=record.name, id=record.topic_id, base=None)
+        self._topic_by_identity.clear()
 
     # -- snapshots -------------------------------------------------------------------------------------------
 
@@ -495,6 +505,14 @@ class Replayer:
     @property
     def in_transaction(self) -> bool:
         return self._transactions.open
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        """``image.cluster.brokers.get(broker_id)`` without materialising the image: the pending delta answers for
+        the brokers it changed. (Materialising copies every touched topic's partitions; the controller asks this
+        on every broker fencing change, hundreds of times in a large log.)"""
+        if self._delta is not None:
+            return self._delta.broker(broker_id)
+        return self._image.cluster.brokers.get(broker_id)
 
     def replay(self, entry: LogEntry) -> None:
         """Replay one entry; raises ReplayFault naming the entry's source and offset."""

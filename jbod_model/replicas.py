@@ -9,12 +9,12 @@ request, so that case does not exist here (docs/divergences.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
 from jbod_model.directory_id import LOST, DirectoryState
-from jbod_model.image import ClusterImage, MetadataImage, PartitionRegistration
+from jbod_model.image import BrokerRegistration, ClusterImage, MetadataImage, PartitionRegistration
 from jbod_model.uuid import Uuid
 
 
@@ -44,7 +44,12 @@ class ReplicaState:
 
 def offline_reason(cluster: ClusterImage, broker_id: int, directory: Uuid) -> OfflineReason | None:
     """Why the replica on ``broker_id`` recorded in ``directory`` is offline, or None when it is online."""
-    reg = cluster.brokers.get(broker_id)
+    return registration_offline_reason(cluster.brokers.get(broker_id), directory)
+
+
+def registration_offline_reason(reg: BrokerRegistration | None, directory: Uuid) -> OfflineReason | None:
+    """:func:`offline_reason` from the broker's registration alone (None: not registered): a replica's state reads
+    nothing else of the image but its own directory."""
     if reg is None:
         return OfflineReason.BROKER_UNREGISTERED
     if reg.fenced:
@@ -59,8 +64,15 @@ def offline_reason(cluster: ClusterImage, broker_id: int, directory: Uuid) -> Of
 def partition_replicas(cluster: ClusterImage, topic_id: Uuid, partition_id: int,
                        partition: PartitionRegistration) -> Iterator[ReplicaState]:
     """The replica states of one partition, in replica order."""
+    return registration_replicas(cluster.brokers.get, topic_id, partition_id, partition)
+
+
+def registration_replicas(registration: Callable[[int], BrokerRegistration | None], topic_id: Uuid,
+                          partition_id: int, partition: PartitionRegistration) -> Iterator[ReplicaState]:
+    """:func:`partition_replicas` with the brokers' registrations looked up by ``registration`` (None: not
+    registered) instead of a :class:`ClusterImage`."""
     for broker_id, directory in zip(partition.replicas, partition.directories, strict=True):
-        reason = offline_reason(cluster, broker_id, directory)
+        reason = registration_offline_reason(registration(broker_id), directory)
         yield ReplicaState(topic_id=topic_id, partition_id=partition_id, broker_id=broker_id, directory=directory,
                            directory_state=DirectoryState.of(directory), offline=reason is not None,
                            offline_reason=reason)

@@ -20,19 +20,52 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def writable_twin(cls: type) -> type | None:
+    """A class with the memory layout of the slots class ``cls`` whose instances take plain attribute stores, or
+    None when ``cls`` has none.
+
+    Building an instance of a frozen slots dataclass without its ``__init__`` means storing each slot through its
+    member descriptor (``descriptor.__set__(instance, value)``: a method call per field) since its ``__setattr__``
+    refuses stores. An instance of the twin — a plain class with the same ``__slots__`` — takes each store as an
+    ordinary attribute store, and then becomes a ``cls`` by ``__class__`` assignment, which CPython allows between
+    classes of the same layout (it checks the layouts each time and raises ``TypeError`` otherwise).
+
+    Only for a class derived directly from ``object``: a twin of a class whose bases hold slots or a frozen
+    ``__setattr__`` (the message classes) would need the same bases and an ``__setattr__`` of its own, and measured
+    slower than the descriptors (PartitionChangeRecord: 6.2 µs against 3.4 µs per record decoded); for
+    ``LogEntry`` the twin measured 0.7–0.8 µs against 1.4–2.1 µs."""
+    slots = cls.__dict__.get("__slots__")
+    if (cls.__base__ is not object or type(cls) is not type or not isinstance(slots, tuple)
+            or "__dict__" in slots or "__weakref__" in slots):
+        return None
+    twin = type(f"{cls.__name__}Twin", (), {"__slots__": slots, "__module__": cls.__module__,
+                                             "__qualname__": f"{cls.__qualname__}.writable_twin"})
+    try:
+        probe: Any = object.__new__(twin)
+        probe.__class__ = cls
+    except TypeError:
+        return None
+    return twin
+
+
 def slot_constructor(cls: type[T]) -> Callable[..., T]:
-    """``make(*values)`` → an instance of ``cls`` holding ``values`` in field order (every field, positionally)."""
+    """``make(*values)`` → an instance of ``cls`` holding ``values`` in field order (every field, positionally):
+    stored into a :func:`writable_twin` then turned into a ``cls``, or, for a class without one, stored through
+    the slots' member descriptors."""
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    namespace: dict[str, Any] = {"cls": cls, "new": object.__new__}
+    twin = writable_twin(cls)
+    namespace: dict[str, Any] = {"cls": cls, "twin": twin, "new": object.__new__}
     params = []
-    body = ["    instance = new(cls)"]
+    body = ["    instance = new(cls)" if twin is None else "    instance = new(twin)"]
     for i, f in enumerate(fields):
         descriptor: Any = getattr(cls, f.name, None)
         if type(descriptor).__name__ != "member_descriptor":
             raise TypeError(f"{cls.__name__}.{f.name} is not a slot: slot_constructor needs a slots dataclass")
         namespace[f"set{i}"] = descriptor.__set__
         params.append(f"v{i}")
-        body.append(f"    set{i}(instance, v{i})")
+        body.append(f"    set{i}(instance, v{i})" if twin is None else f"    instance.{f.name} = v{i}")
+    if twin is not None:
+        body.append("    instance.__class__ = cls")
     body.append("    return instance")
     source = f"def make({', '.join(params)}):\n" + "\n".join(body)
     exec(compile(source, f"<slot constructor of {cls.__name__}>", "exec"), namespace)

@@ -183,7 +183,7 @@ class ReferenceController:
 
     def _replay_state(self, entry: LogEntry) -> None:
         """The controller-state side of ``QuorumController.replay``. Only broker records touch it; the image is
-        materialised only for registration changes (most records of a real log never need it)."""
+        never materialised here: a registration change reads the broker from the pending delta."""
         record = entry.record
         if isinstance(record, RegisterBrokerRecord):
             # ClusterControlManager.replay(RegisterBrokerRecord, offset): remember the offset; a fresh
@@ -203,7 +203,7 @@ class ReferenceController:
         elif isinstance(record, (BrokerRegistrationChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord)):
             broker_id = record.id if isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)) else \
                 record.broker_id
-            reg = self._replayer.image.cluster.brokers.get(broker_id)
+            reg = self._replayer.broker(broker_id)
             if reg is not None:
                 self._register_heartbeat(broker_id, reg.fenced)
 

@@ -23,16 +23,17 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+from itertools import repeat
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 import crc32c
 
 from jbod_model.errors import DecodeError
-from jbod_model.records.binary import decode_record, read_varint, read_varlong
+from jbod_model.records.binary import decode_record, decode_records, read_varint, read_varlong
 from jbod_model.records.control import ControlEntry, ControlRecord, decode_control_record
 from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.metadata import Record
@@ -62,7 +63,9 @@ _DELETE_HORIZON_MASK: Final = 0x40
 # 00 00 00``) repeats for >95 % of a real log, and decoding is a pure function of those bytes.
 _SECTION_CACHE_MAX_BYTES: Final = 64
 _SECTION_CACHE_MAX_ENTRIES: Final = 4096
-_SECTION_CACHE: dict[bytes, tuple[tuple[int, Record, bytes], ...]] = {}
+#: A data batch's records as parallel tuples: offsetDeltas, decoded records, value bytes.
+_DataColumns = tuple[tuple[int, ...], tuple[Record, ...], tuple[bytes, ...]]
+_SECTION_CACHE: dict[bytes, _DataColumns] = {}
 
 
 class CompressionType(IntEnum):
@@ -421,14 +424,20 @@ def _records_region(header: tuple[int, ...], buf: bytes, start: int, end: int,
     return data, 0, len(data)
 
 
-def _parse_records(buf: bytes, pos: int, end: int, count: int,
-                   is_control: bool) -> list[tuple[int, bytes | None, bytes, int]]:
-    """``(offsetDelta, key, value, value position)`` of each record; positions in errors index ``buf``."""
+_Parsed = tuple[list[int], list[bytes | None], list[bytes], list[int]]
+
+
+def _parse_records(buf: bytes, pos: int, end: int, count: int, is_control: bool) -> _Parsed:
+    """The records' offsetDeltas, keys, values and value positions, as four parallel lists (what the batch
+    loops consume whole); positions in errors index ``buf``."""
     if count < 0:
         raise DecodeError(f"negative record count {count}", position=pos)
     if count > end - pos:  # every record takes at least one byte; refuse before looping on a hostile count
         raise DecodeError(f"batch declares {count} records in only {end - pos} bytes", position=pos)
-    out: list[tuple[int, bytes | None, bytes, int]] = []
+    deltas: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    positions: list[int] = []
     for i in range(count):
         start = pos
         if pos >= end:
@@ -514,16 +523,18 @@ def _parse_records(buf: bytes, pos: int, end: int, count: int,
                               position=start)
         if pos != rec_end:
             raise DecodeError(f"record has {rec_end - pos} byte(s) after its headers", position=start)
-        out.append((offset_delta, key, value, value_pos))
+        deltas.append(offset_delta)
+        keys.append(key)
+        values.append(value)
+        positions.append(value_pos)
     if pos != end:
         raise DecodeError(f"Incorrect declared batch size: {end - pos} byte(s) remain after {count} records",
                           position=pos)
-    return out
+    return deltas, keys, values, positions
 
 
-def _decode_data(header: tuple[int, ...], buf: bytes, start: int, end: int,
-                 max_batch_bytes: int) -> tuple[tuple[int, Record, bytes], ...]:
-    """``(offsetDelta, record, value)`` of every record of a data batch; error positions index ``buf``."""
+def _decode_data(header: tuple[int, ...], buf: bytes, start: int, end: int, max_batch_bytes: int) -> _DataColumns:
+    """The offsetDeltas, records and values of a data batch; error positions index ``buf``."""
     compressed = bool(header[5] & _COMPRESSION_MASK)
     if compressed:
         region, pos, rend = _records_region(header, buf, start, end, max_batch_bytes)
@@ -533,23 +544,28 @@ def _decode_data(header: tuple[int, ...], buf: bytes, start: int, end: int,
     if small:
         section = buf[pos:rend]
         cached = _SECTION_CACHE.get(section)
-        if cached is not None and len(cached) == header[12]:
+        if cached is not None and len(cached[0]) == header[12]:
             return cached
     try:
-        raw = _parse_records(region, pos, rend, header[12], False)
-        decoded = []
-        for offset_delta, _key, value, value_pos in raw:
-            try:
-                decoded.append((offset_delta, decode_record(value), value))
-            except DecodeError as e:
-                raise DecodeError(f"metadata record at offset {header[0] + offset_delta}: {e.reason}",
-                                  position=value_pos + (e.position or 0)) from e
+        deltas, _keys, values, positions = _parse_records(region, pos, rend, header[12], False)
+        try:
+            records = decode_records(values)
+        except DecodeError:
+            # Decoding is a pure function of the bytes: decode again one by one to say which record is bad.
+            records = []
+            for offset_delta, value, value_pos in zip(deltas, values, positions, strict=True):
+                try:
+                    records.append(decode_record(value))
+                except DecodeError as e:
+                    raise DecodeError(f"metadata record at offset {header[0] + offset_delta}: {e.reason}",
+                                      position=value_pos + (e.position or 0)) from e
+            raise  # pragma: no cover - the loop above raised the same error
     except DecodeError as e:
         if compressed:  # positions inside decompressed bytes mean nothing in the file: point at the batch
             raise DecodeError(f"{e.reason} (at byte {e.position} of the decompressed records)",
                               position=start) from e
         raise
-    result = tuple(decoded)
+    result = (tuple(deltas), tuple(records), tuple(values))
     if small:
         if len(_SECTION_CACHE) >= _SECTION_CACHE_MAX_ENTRIES:
             _SECTION_CACHE.clear()
@@ -562,7 +578,8 @@ def _decode_control(header: tuple[int, ...], buf: bytes, start: int, end: int,
     region, pos, rend = _records_region(header, buf, start, end, max_batch_bytes)
     try:
         out: list[tuple[int, ControlRecord, bytes]] = []
-        for offset_delta, key, value, value_pos in _parse_records(region, pos, rend, header[12], True):
+        for offset_delta, key, value, value_pos in zip(*_parse_records(region, pos, rend, header[12], True),
+                                                       strict=True):
             try:
                 out.append((offset_delta, decode_control_record(key, value), value))
             except DecodeError as e:
@@ -624,7 +641,7 @@ def iter_decoded(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadR
                 controls = tuple(_decode_control(header, buf, start, end, max_batch_bytes))
                 rep.control_records += len(controls)
             else:
-                data = _decode_data(header, buf, start, end, max_batch_bytes)
+                data = tuple(zip(*_decode_data(header, buf, start, end, max_batch_bytes), strict=True))
                 rep.records += len(data)
         except DecodeError as e:
             _skip_or_raise(e, source, fpos, start, end, header[0], policy, rep)
@@ -663,27 +680,64 @@ def read_log_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: R
                      chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[LogEntry]:
     """The metadata records of one file, in offset order, as :class:`LogEntry` (``source`` = the path string).
     Control batches are checked and counted but not yielded (see :func:`read_entries`). This is the fast path
-    replay uses: no :class:`RecordBatch` objects and no intermediate generator."""
+    replay uses: no :class:`RecordBatch` objects."""
+    for _header, _fpos, entries, _controls, _values, _counting in iter_entry_batches(
+            path, policy=policy, report=report, max_batch_bytes=max_batch_bytes, chunk_size=chunk_size):
+        yield from entries
+
+
+def _counting(deltas: tuple[int, ...]) -> bool:
+    """Whether a batch's offsetDeltas are 0, 1, 2, … — as every batch Kafka writes has them."""
+    n = len(deltas)
+    return not n or (deltas[-1] == n - 1 and deltas == tuple(range(n)))
+
+
+def _entries_of(header: tuple[int, ...], deltas: tuple[int, ...], records: tuple[Record, ...],
+                source: str) -> tuple[list[LogEntry], bool]:
+    """The :class:`LogEntry` of each record of a data batch, built in one ``map`` (no Python loop per record), and
+    whether the batch's offsetDeltas count 0, 1, 2, …. A batch of one record (a NoOp's, most batches of a log)
+    is built directly."""
+    base, n = header[0], len(deltas)
+    if n == 1:
+        delta = deltas[0]
+        return [new_log_entry(base + delta, records[0], base, header[2], header[7], source)], delta == 0
+    counting = _counting(deltas)
+    offsets: Iterable[int] = range(base, base + n) if counting else [base + od for od in deltas]
+    return list(map(new_log_entry, offsets, records, repeat(base, n), repeat(header[2], n), repeat(header[7], n),
+                    repeat(source, n))), counting
+
+
+#: One batch of a file as entries: (header fields, file position, data entries, control entries, value bytes,
+#: whether its offsetDeltas count 0, 1, 2, …). One of the two entry lists is empty.
+EntryBatch = tuple[tuple[int, ...], int, list[LogEntry], list[ControlEntry], tuple[bytes, ...], bool]
+
+
+def iter_entry_batches(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,
+                       max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                       chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[EntryBatch]:
+    """Every batch of a file with its records already made :class:`LogEntry` / :class:`ControlEntry` (``source`` =
+    the path string): what :func:`iter_decoded` gives, one step further, for the log reader's single-copy path,
+    which hands whole batches on. Faults are handled per ``policy`` exactly as in :func:`iter_decoded`."""
     source = str(path)
     rep = report if report is not None else ReadReport()
     for header, fpos, _crc_ok, buf, start, end in _walk(Path(path), source, policy, rep, verify_crc=True,
                                                         max_batch_bytes=max_batch_bytes, chunk_size=chunk_size):
         try:
             if header[5] & _CONTROL_MASK:
-                rep.control_records += len(_decode_control(header, buf, start, end, max_batch_bytes))
+                controls = _decode_control(header, buf, start, end, max_batch_bytes)
+                rep.control_records += len(controls)
+                base, epoch, ts = header[0], header[2], header[7]
+                yield (header, fpos, [], [ControlEntry(base + od, rec, base, epoch, ts, source)
+                                          for od, rec, _v in controls],
+                       tuple(v for _od, _rec, v in controls), _counting(tuple(od for od, _r, _v in controls)))
                 continue
-            data = _decode_data(header, buf, start, end, max_batch_bytes)
+            deltas, records, values = _decode_data(header, buf, start, end, max_batch_bytes)
         except DecodeError as e:
             _skip_or_raise(e, source, fpos, start, end, header[0], policy, rep)
             continue
-        rep.records += len(data)
-        base, epoch, ts = header[0], header[2], header[7]
-        if len(data) == 1:
-            od, rec, _v = data[0]
-            yield new_log_entry(base + od, rec, base, epoch, ts, source)
-        else:
-            for od, rec, _v in data:
-                yield new_log_entry(base + od, rec, base, epoch, ts, source)
+        rep.records += len(deltas)
+        entries, counting = _entries_of(header, deltas, records, source)
+        yield header, fpos, entries, [], values, counting
 
 
 def read_entries(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,

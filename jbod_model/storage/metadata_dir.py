@@ -18,7 +18,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
+from typing import cast
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.control import ControlEntry, SnapshotFooterRecord, SnapshotHeaderRecord
@@ -39,6 +41,7 @@ from jbod_model.storage.log_reader import (
     ReadReport,
     SkippedRegion,
     iter_decoded,
+    iter_entry_batches,
 )
 
 
@@ -220,39 +223,82 @@ class MetadataLog:
         checked for contiguity: a missing offset is a :class:`DecodeError` under ``policy="fail"`` and a
         :class:`MissingOffsets` in the report under ``"skip"``. Control records are yielded only with
         ``include_control`` (they are always read, to check offsets and copies). Copies that disagree raise
-        :class:`DecodeError` whatever the policy: nothing tells which copy is right."""
+        :class:`DecodeError` whatever the policy: nothing tells which copy is right.
+
+        One copy without control records — what every replay reads — takes :meth:`_single_copy_batches`: the same
+        entries, checks and faults, handed on a batch at a time (one generator per batch instead of three per
+        record)."""
         rep = report if report is not None else ReadReport()
-        streams = [self._copy_items(i, start_offset, until_offset, policy, rep, max_batch_bytes)
+        if len(self.copies) == 1 and not include_control:
+            return chain.from_iterable(self._single_copy_batches(start_offset, until_offset, policy, rep,
+                                                                 max_batch_bytes))
+        return self._merged_entries(start_offset, until_offset, policy, rep, include_control, max_batch_bytes)
+
+    def _merged_entries(self, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
+                        include_control: bool, max_batch_bytes: int) -> Iterator[LogEntry | ControlEntry]:
+        """:meth:`log_entries` record by record: every copy's records merged by offset (the reference path)."""
+        streams = [self._copy_items(i, start, until, policy, report, max_batch_bytes)
                    for i in range(len(self.copies))]
         merged: Iterable[_Item] = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda t: t[0])
-        expected = start_offset
-        chosen: _Item | None = None
+        offsets = _Contiguity(start, policy, report)
         for item in merged:
-            offset = item[0]
-            if chosen is not None and offset == chosen[0]:
-                _check_same(chosen, item)
-                continue
-            if offset != expected:
-                self._gap(expected, offset, chosen is None, policy, rep)
-            expected = offset + 1
-            chosen = item
-            entry = item[2]
-            if include_control or isinstance(entry, LogEntry):
-                yield entry
+            if offsets.accept(item) and (include_control or isinstance(item[2], LogEntry)):
+                yield item[2]
 
-    def _copy_items(self, index: int, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
-                    max_batch_bytes: int) -> Iterator[_Item]:
-        """One copy's records in ``[start, until)``, in offset order, from its segments in base-offset
-        order."""
+    def _segments(self, index: int, start: int, until: int | None) -> list[SegmentFile]:
+        """The segments of copy ``index`` that may hold offsets in ``[start, until)``, in base-offset order."""
         segments = self.copies[index].segments
-        # The last offset read from this copy: none yet. (Not ``start - 1``: the first batch read may begin before
-        # ``start`` when ``start`` falls inside a batch, and that is no overlap.)
-        last = -1
+        out = []
         for i, segment in enumerate(segments):
             if until is not None and segment.base_offset >= until:
                 break
             if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
                 continue  # the whole segment lies before the start offset
+            out.append(segment)
+        return out
+
+    def _single_copy_batches(self, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
+                             max_batch_bytes: int) -> Iterator[list[LogEntry]]:
+        """The metadata records of a single copy, as :meth:`_merged_entries` gives them, in lists: a whole batch
+        at a time when its offsets simply continue the log (deltas 0, 1, 2, … from the next expected offset, all
+        inside ``[start, until)``), else record by record through the same checks as the reference path, each
+        record handed on before the next is checked (so a fault comes after the same records as there)."""
+        offsets = _Contiguity(start, policy, report)
+        last = -1  # the last offset read from this copy: as in _copy_items
+        for segment in self._segments(0, start, until):
+            source = str(segment.path)
+            for header, fpos, entries, controls, values, counting in iter_entry_batches(
+                    segment.path, policy=policy, report=report, max_batch_bytes=max_batch_bytes):
+                base, last_in_batch = header[0], header[0] + header[6]
+                if last_in_batch < start:
+                    continue
+                if until is not None and base >= until:
+                    return
+                if base <= last:
+                    _overlap(base, last, source, fpos, header[1], policy, report)
+                    continue
+                last = last_in_batch
+                n = len(entries)
+                if (n and counting and base == offsets.expected and base >= start
+                        and (until is None or base + n <= until)):
+                    offsets.took(base + n - 1, 0, entries[-1], values[-1])
+                    yield entries
+                    continue
+                records: Sequence[LogEntry | ControlEntry] = entries or controls
+                for k, entry in enumerate(records):
+                    offset = entry.offset
+                    if offset >= start and (until is None or offset < until) and offsets.accept(
+                            (offset, 0, entry, values[k])) and isinstance(entry, LogEntry):
+                        yield [entry]
+
+    def _copy_items(self, index: int, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
+                    max_batch_bytes: int) -> Iterator[_Item]:
+        """One copy's records in ``[start, until)``, in offset order, from its segments in base-offset
+        order."""
+        # The last offset read from this copy: none yet. (Not ``start - 1``: the first batch read may begin before
+        # ``start`` when ``start`` falls inside a batch, and that is no overlap.)
+        last = -1
+        for segment in self._segments(index, start, until):
             source = str(segment.path)
             for header, fpos, _crc, data, controls in iter_decoded(segment.path, policy=policy, report=report,
                                                                    max_batch_bytes=max_batch_bytes):
@@ -262,11 +308,7 @@ class MetadataLog:
                 if until is not None and base >= until:
                     return
                 if base <= last:
-                    err = DecodeError(f"batch at offset {base} overlaps offsets already read (up to {last}); "
-                                      "segments must not overlap", source=source, position=fpos)
-                    if policy == "fail":
-                        raise err
-                    report.skipped.append(SkippedRegion(source, fpos, header[1] + 12, err.reason, base))
+                    _overlap(base, last, source, fpos, header[1], policy, report)
                     continue
                 for od, rec, value in data:
                     offset = base + od
@@ -278,19 +320,62 @@ class MetadataLog:
                         yield offset, index, ControlEntry(offset, crec, base, epoch, ts, source), value
                 last = base + header[6]
 
-    @staticmethod
-    def _gap(expected: int, got: int, at_start: bool, policy: ReadPolicy, report: ReadReport) -> None:
-        if got < expected:  # pragma: no cover - each copy is checked to be increasing
-            raise DecodeError(f"offset {got} read after offset {expected - 1}")
-        if at_start and expected == 0:
-            why = "the log's start was truncated (read from a snapshot instead)"
-        elif at_start:
-            why = f"the log starts at offset {got}, after the snapshot's end offset {expected}"
-        else:
-            why = "no copy holds them"
-        if policy == "fail":
-            raise DecodeError(f"offsets {expected}..{got - 1} are missing from the log: {why}")
-        report.missing.append(MissingOffsets(expected, got, why))
+
+def _overlap(base: int, last: int, source: str, position: int, batch_length: int, policy: ReadPolicy,
+             report: ReadReport) -> None:
+    """A batch starting at or before the last offset already read from its copy: raised, or skipped whole."""
+    err = DecodeError(f"batch at offset {base} overlaps offsets already read (up to {last}); segments must not "
+                      "overlap", source=source, position=position)
+    if policy == "fail":
+        raise err
+    report.skipped.append(SkippedRegion(source, position, batch_length + 12, err.reason, base))
+
+
+class _Contiguity:
+    """The offsets of the merged log checked as they come: a record at the offset just taken is another copy's
+    (checked to be the same record, then dropped), a later one must be the next expected offset (a hole is a
+    fault, or a :class:`MissingOffsets` under ``skip``)."""
+
+    __slots__ = ("chosen", "expected", "policy", "report")
+
+    def __init__(self, start: int, policy: ReadPolicy, report: ReadReport) -> None:
+        self.expected = start
+        self.chosen: _Item | None = None
+        self.policy = policy
+        self.report = report
+
+    def accept(self, item: _Item) -> bool:
+        """Whether ``item`` is taken (False: a copy of the record just taken)."""
+        offset = item[0]
+        chosen = self.chosen
+        if chosen is not None and offset == chosen[0]:
+            _check_same(chosen, item)
+            return False
+        if offset != self.expected:
+            _gap(self.expected, offset, chosen is None, self.policy, self.report)
+        self.expected = offset + 1
+        self.chosen = item
+        return True
+
+    def took(self, offset: int, index: int, entry: LogEntry | ControlEntry, value: bytes) -> None:
+        """Records up to ``offset`` (the next expected one, and those right after it) were taken without a check:
+        the last of them is ``entry``."""
+        self.expected = offset + 1
+        self.chosen = (offset, index, entry, value)
+
+
+def _gap(expected: int, got: int, at_start: bool, policy: ReadPolicy, report: ReadReport) -> None:
+    if got < expected:  # pragma: no cover - each copy is checked to be increasing
+        raise DecodeError(f"offset {got} read after offset {expected - 1}")
+    if at_start and expected == 0:
+        why = "the log's start was truncated (read from a snapshot instead)"
+    elif at_start:
+        why = f"the log starts at offset {got}, after the snapshot's end offset {expected}"
+    else:
+        why = "no copy holds them"
+    if policy == "fail":
+        raise DecodeError(f"offsets {expected}..{got - 1} are missing from the log: {why}")
+    report.missing.append(MissingOffsets(expected, got, why))
 
 
 def _check_same(kept: _Item, other: _Item) -> None:
@@ -332,11 +417,10 @@ class MetadataStream:
 
     def log_entries(self) -> Iterator[LogEntry]:
         """The log's metadata records from ``snapshot_end_offset`` up to ``until_offset`` (exclusive)."""
-        for entry in self.log.log_entries(start_offset=self.snapshot_end_offset, until_offset=self.until_offset,
-                                          policy=self.policy, report=self.report,
-                                          max_batch_bytes=self.max_batch_bytes):
-            assert isinstance(entry, LogEntry)
-            yield entry
+        # Without include_control the log yields LogEntry only; returned as is, without a generator per record.
+        return cast(Iterator[LogEntry], self.log.log_entries(
+            start_offset=self.snapshot_end_offset, until_offset=self.until_offset, policy=self.policy,
+            report=self.report, max_batch_bytes=self.max_batch_bytes))
 
     def __iter__(self) -> Iterator[LogEntry]:
         yield from self.snapshot_entries()

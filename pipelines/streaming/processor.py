@@ -109,9 +109,6 @@ def _key_text(key: PartitionKey) -> str:
     return f"{key[0]}:{key[1]}"
 
 
-def _key_from_text(text: str) -> PartitionKey:
-    topic, _, pid = text.rpartition(":")
-    return Uuid.from_string(topic), int(pid)
 
 
 class StateStore:
@@ -124,6 +121,15 @@ class StateStore:
         # Chunks of the partitions state read so far (key text → positional JSON), and which of them are stored.
         self._chunks: dict[int, dict[str, Any]] = {}
         self._stored_chunks: set[int] = set()
+        # Topic ids parsed so far: a broker's index lists thousands of partitions of a few hundred topics.
+        self._topic_ids: dict[str, Uuid] = {}
+
+    def _key_from_text(self, text: str) -> PartitionKey:
+        topic, _, pid = text.rpartition(":")
+        topic_id = self._topic_ids.get(topic)
+        if topic_id is None:
+            topic_id = self._topic_ids[topic] = Uuid.from_string(topic)
+        return topic_id, int(pid)
 
     def _partition_chunk(self, chunk: int) -> dict[str, Any]:
         found = self._chunks.get(chunk)
@@ -175,7 +181,7 @@ class StateStore:
         for bucket in range(BROKER_INDEX_BUCKETS):
             value = self._h["broker_parts"].getValue((broker_id, bucket))
             if value is not None:
-                out.extend(_key_from_text(k) for k in orjson.loads(value[0]))
+                out.extend(map(self._key_from_text, orjson.loads(value[0])))
         return out
 
     def config(self, resource: tuple[int, str]) -> Mapping[str, str] | None:
@@ -292,6 +298,15 @@ class RowSink:
         self.rows: list[tuple[str, int, str, str]] = []
         #: The offset of the step (or fault, or gap) each row of ``rows`` belongs to; None for a controller response.
         self.at: list[int | None] = []
+        #: The batch's input records by offset: (source, type, version, data, payload) as the source wrote them.
+        self._inputs: dict[int, tuple[str | None, str, int, str | None, str | None]] = {}
+
+    def remember(self, row: Mapping[str, Any]) -> None:
+        """Keep an input row's record text for its bronze row: the source wrote it with the same codec
+        (``json_codec.record_to_json``) the bronze row would use, so the record need not be encoded again."""
+        offset = _opt_int(row["offset"])
+        if offset is not None:
+            self._inputs[offset] = (row["source"], row["type"], int(row["version"]), row["data"], row["payload"])
 
     def add(self, table: str, payload: dict[str, Any], at: int | None = None) -> None:
         self.rows.append((self.cluster_id, len(self.rows) * self.buckets + self.bucket, table, dumps(payload)))
@@ -302,14 +317,19 @@ class RowSink:
 
     def record(self, entry: LogEntry, applied: int | None, at: int, snapshot_index: int | None = None,
                offset: int | None = None) -> None:
-        obj = record_to_json(entry.record)
         origin = "controller" if entry.source == CONTROLLER_SOURCE else \
             "snapshot" if snapshot_index is not None else self.origin
+        known = self._inputs.get(entry.offset) if origin == self.origin else None
+        if known is not None and known[0] == entry.source:
+            _source, type_name, version, data, payload = known
+        else:
+            obj = record_to_json(entry.record)
+            type_name, version, payload = obj["type"], obj["version"], obj.get("payload")
+            data = None if obj.get("data") is None else dumps(obj["data"])
         self.add("records", {
             "offset": entry.offset if offset is None else offset, "batch_base_offset": entry.batch_base_offset,
-            "leader_epoch": entry.leader_epoch, "timestamp": entry.timestamp, "type": obj["type"],
-            "version": obj["version"], "data": None if obj.get("data") is None else dumps(obj["data"]),
-            "payload": obj.get("payload"), "source": entry.source, "origin": origin,
+            "leader_epoch": entry.leader_epoch, "timestamp": entry.timestamp, "type": type_name,
+            "version": version, "data": data, "payload": payload, "source": entry.source, "origin": origin,
             "snapshot_index": snapshot_index, "applied_offset": applied}, at)
 
     def step(self, step: Step) -> None:
@@ -526,6 +546,8 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: Value
                 load_snapshot()
                 snapshot = []
             entry = row_to_entry(row)
+            if row["kind"] == "record":
+                sink.remember(row)
             if isinstance(entry, RequestEntry):
                 if controller is None:
                     raise InputError(f"a controller request in a {origin} input: requests only come in JSONL")

@@ -41,3 +41,19 @@ def test_the_collector_comes_back_after_a_fault_and_stays_off_if_it_was() -> Non
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_writable_twins_only_for_plain_slots_classes_and_what_they_build_stays_frozen() -> None:
+    from dataclasses import FrozenInstanceError
+
+    from jbod_model.records.entry import LogEntry, new_log_entry
+    from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
+    from jbod_model.slots import writable_twin
+
+    assert writable_twin(LogEntry) is not None
+    assert writable_twin(PartitionChangeRecord) is None  # bases with slots and a frozen __setattr__
+    entry = new_log_entry(5, NoOpRecord(), 5, 1, 2, "s")
+    assert type(entry) is LogEntry and entry == LogEntry(5, NoOpRecord(), 5, 1, 2, "s")
+    assert hash(entry) == hash(LogEntry(5, NoOpRecord(), 5, 1, 2, "s"))
+    with pytest.raises(FrozenInstanceError):
+        entry.offset = 6  # type: ignore[misc]
