@@ -374,7 +374,7 @@ def replica_pending_placement(registration: BrokerRegistration | None, directory
     (UNASSIGNED or MIGRATING) on a registered, unfenced broker — the broker will send AssignReplicasToDirs. A
     fenced or unregistered broker stops the clock (it cannot send anything). Pending is *not* a violation (§4.1):
     only pending for longer than a threshold is."""
-    return (mv.is_directory_assignment_supported() and directory in (UNASSIGNED, MIGRATING)
+    return (mv.is_directory_assignment_supported() and directory in PLACEHOLDERS
             and registration is not None and not registration.fenced)
 
 
@@ -1475,7 +1475,7 @@ class InvariantTracker:
     def _note_placeholders(self, image: MetadataImage, tid: Uuid, pid: int) -> None:
         """Keep :attr:`_placeholders` right for one partition as ``image`` has it."""
         part = image.topics.get_partition(tid, pid)
-        if part is not None and any(d in _PLACEHOLDERS for d in part.directories):
+        if part is not None and any(d in PLACEHOLDERS for d in part.directories):
             self._placeholders.setdefault(tid, set()).add(pid)
         else:
             parts = self._placeholders.get(tid)
@@ -1599,7 +1599,7 @@ class InvariantTracker:
 
 
 #: The directories of a placement not made yet (I12): the broker will assign the replica a real one.
-_PLACEHOLDERS: Final = (UNASSIGNED, MIGRATING)
+PLACEHOLDERS: Final = (UNASSIGNED, MIGRATING)
 
 
 def _changes_brokers_or_gate(entries: Entries) -> bool:

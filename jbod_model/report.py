@@ -617,6 +617,14 @@ class IncidentTracker(BatchFeed):
     def dropped_incidents(self) -> int:
         return self._dropped
 
+    def history(self, pending_since: Mapping[ReplicaKey, LogPosition]) -> ReportHistory:
+        """What this tracker knows as a :class:`ReportHistory`, with the placement clocks (which it does not keep)
+        from elsewhere: an :class:`InvariantTracker` fed the same batches, or
+        :func:`jbod_model.report_rows.pending_since` on the tables' rows."""
+        return ReportHistory(since=self.since, until=self.until, incidents=self.incidents(),
+                             offline_series=self.offline_series(), leaderless_since=self.leaderless_since(),
+                             pending_since=MappingProxyType(dict(pending_since)), dropped_incidents=self._dropped)
+
     # -- observing ------------------------------------------------------------------------------------------
 
     def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> None:
@@ -922,12 +930,9 @@ class ReportTracker(BatchFeed):
         self._placements.observe_batch(entries, image_after)
 
     def history(self) -> ReportHistory:
-        tracker = self._incidents
-        pending = {(p.topic_id, p.partition_id, p.broker_id): LogPosition(p.since_offset, p.since_timestamp)
-                   for p in self._placements.pending_placements()}
-        return ReportHistory(since=tracker.since, until=tracker.until, incidents=tracker.incidents(),
-                             offline_series=tracker.offline_series(), leaderless_since=tracker.leaderless_since(),
-                             pending_since=MappingProxyType(pending), dropped_incidents=tracker.dropped_incidents)
+        return self._incidents.history({(p.topic_id, p.partition_id, p.broker_id):
+                                        LogPosition(p.since_offset, p.since_timestamp)
+                                        for p in self._placements.pending_placements()})
 
 
 def run_and_track(runner: StreamRunner, entries: Iterable[StreamEntry], tracker: BatchFeed) -> int:

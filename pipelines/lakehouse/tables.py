@@ -723,18 +723,25 @@ def _last_of_each_key(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Tab
     """Per key, its row with the greatest ``start``, ordered by key: one sort (keys, then start) and a mask of the
     rows whose key differs from the next row's. Vectorised (pyarrow), where the SQL of :func:`resolved_sql` needs a
     window or a join over every stored row."""
-    n = rows.num_rows
-    if n == 0:
+    if rows.num_rows == 0:
         return rows
+    ordered, last = _key_breaks(rows, keys, start)
+    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
+    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+
+
+def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
+    """``rows`` (not empty) sorted by ``keys`` then ``start``, and for each row but the last whether the next row
+    has another key: one sort and a shifted compare per key column."""
+    n = rows.num_rows
     ordered = rows.take(pc.sort_indices(rows, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")]))
-    last: pa.Array | pa.ChunkedArray | None = None
+    breaks: pa.Array | pa.ChunkedArray | None = None
     for key in keys:
         column = ordered.column(key)
         differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
-        last = differs if last is None else pc.or_(last, differs)
-    assert last is not None
-    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
-    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+        breaks = differs if breaks is None else pc.or_(breaks, differs)
+    assert breaks is not None
+    return ordered, breaks
 
 
 def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
@@ -769,6 +776,48 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
             open_then = pc.or_kleene(open_then, pc.greater(rows.column(end), int(as_of_offset)))
         live = pc.and_(live, open_then)
     return rows.filter(live).select([*names, *(c for c in columns if c not in names)])
+
+
+def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
+                    columns: Sequence[str], where: str | None = None, *, keys_where: str | None = None) -> pa.Table:
+    """The ``entity``'s history versions of ``cluster`` that start by ``as_of_offset`` (None: all), with their key
+    columns, ``columns`` and ``start``/``end`` (the interval's offsets; ``end`` null while current, and an end after
+    ``as_of_offset`` is kept as stored) — the versions :func:`resolved_sql`'s view gives, read from the stored rows
+    directly: a stored row's end, else the start of the key's next stored row (a later change, or a :data:`REMOVED`
+    row, which is no version itself). Only the columns asked for are read.
+
+    ``where``: a further SQL condition on the stored rows — one that keeps every row of a key it keeps any of, or
+    the ends would be lost. ``keys_where``: only the keys that have a row matching this condition (by then), with
+    all their rows — found first with the condition pushed down, then joined: a few placeholder placements among
+    millions of replica versions cost their own rows, not a sort of the table."""
+    names = [k for k, _ in entity.key]
+    lo, hi = (f"{c}_offset" for c in entity.interval)
+    condition = f"cluster_id = {_lit(cluster)}"
+    if as_of_offset is not None:
+        condition += f" AND {lo} <= {int(as_of_offset)}"
+    wanted = [*names, *(c for c in columns if c not in names), lo, hi, REMOVED]
+    sql = (f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM stored s WHERE "
+           f"{condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
+           f"{'' if where is None else f' AND ({where})'}")
+    if keys_where is not None:
+        keys = ", ".join(_quote(k) for k in names)
+        sql = (f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM "
+               f"(SELECT DISTINCT {keys} FROM stored WHERE {condition} AND ({keys_where})) k JOIN stored s ON "
+               + " AND ".join(f"k.{_quote(n)} = s.{_quote(n)}" for n in names)
+               + f" WHERE {condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
+               + ("" if where is None else f" AND ({where})"))
+    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, entity.history)).execute(sql)))
+    if read.num_rows == 0:
+        return pa.table({**{c: read.column(c) for c in (*names, *columns)}, "start": read.column(lo),
+                         "end": read.column(hi)})
+    rows, breaks = _key_breaks(read, names, lo)
+    following = pc.if_else(breaks, pa.scalar(None, pa.int64()), rows.column(lo).slice(1))
+    following = pa.concat_arrays([*(following.chunks if isinstance(following, pa.ChunkedArray) else [following]),
+                                  pa.array([None], pa.int64())])
+    end = pc.coalesce(rows.column(hi), following)
+    live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
+    out = {c: rows.column(c) for c in (*names, *(c for c in columns if c not in names))}
+    return pa.table({**out, "start": rows.column(lo), "end": end}).filter(live)
 
 
 def last_offset(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> int:
@@ -965,22 +1014,41 @@ def log_entries(tables_dir: str | Path, cluster: str | None = None, as_of_offset
     scan), e.g. those of :data:`jbod_model.replay.CONFIGURATION_RECORDS` — which holds the transaction markers, so
     that a replay still discards an aborted record."""
     cid = resolve_cluster(tables_dir, cluster)
+    snapshot, after = _log_after_snapshot(tables_dir, cid, as_of_offset)
     where = f"cluster_id = {_lit(cid)}"
-    bound = "" if as_of_offset is None else f' AND "offset" <= {int(as_of_offset)}'
-    found = query(tables_dir, "records",
-                  f"SELECT MAX(\"offset\") AS s FROM t WHERE {where} AND origin = 'snapshot'{bound}").column("s")
-    snapshot = found[0].as_py()
     if types is not None:
         where += f" AND type IN ({', '.join(sorted(_lit(t) for t in types))})"
     if snapshot is None:
-        if as_of_offset is not None:
-            _check_not_before_start(tables_dir, cid, int(as_of_offset))
-        return None, _entries(tables_dir, f"{where} AND origin <> 'snapshot'{bound}", '"offset"')
+        return None, _entries(tables_dir, f"{where} AND {after}", '"offset"')
     # A snapshot's rows all carry the offset it stands for; its index keeps them in the file's order.
     image = snapshot_image(_entries(tables_dir, f"{where} AND origin = 'snapshot' AND \"offset\" = {int(snapshot)}",
                                     "snapshot_index"), int(snapshot))
-    return image, _entries(tables_dir, f'{where} AND origin <> \'snapshot\' AND "offset" > {int(snapshot)}{bound}',
-                           '"offset"')
+    return image, _entries(tables_dir, f"{where} AND {after}", '"offset"')
+
+
+def _log_after_snapshot(tables_dir: str | Path, cluster: str, as_of_offset: int | None) -> tuple[int | None, str]:
+    """The offset of the latest snapshot of ``cluster`` at or before ``as_of_offset`` (None: the log is read from
+    its start) and the SQL condition selecting the log's records after it up to the offset (:func:`log_entries`)."""
+    bound = "" if as_of_offset is None else f' AND "offset" <= {int(as_of_offset)}'
+    found = query(tables_dir, "records", f"SELECT MAX(\"offset\") AS s FROM t WHERE cluster_id = {_lit(cluster)} "
+                                         f"AND origin = 'snapshot'{bound}").column("s")
+    snapshot = found[0].as_py()
+    if snapshot is None:
+        if as_of_offset is not None:
+            _check_not_before_start(tables_dir, cluster, int(as_of_offset))
+        return None, f"origin <> 'snapshot'{bound}"
+    return int(snapshot), f'origin <> \'snapshot\' AND "offset" > {int(snapshot)}{bound}'
+
+
+def log_positions(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> tuple[int | None, pa.Table]:
+    """What batching needs of the records :func:`log_entries` gives (no ``data`` read or decoded): the snapshot's
+    offset (None: none) and the records after it as ``offset``, ``batch_base_offset``, ``timestamp`` (ms) and
+    ``type``, in offset order."""
+    snapshot, after = _log_after_snapshot(tables_dir, cluster, as_of_offset)
+    rows = query(tables_dir, "records", 'SELECT "offset", batch_base_offset, timestamp, type FROM t WHERE '
+                                        f'cluster_id = {_lit(cluster)} AND {after} ORDER BY "offset"')
+    stamps = pc.divide(rows.column("timestamp").cast(pa.int64()), 1000)
+    return snapshot, rows.set_column(rows.schema.get_field_index("timestamp"), "timestamp", stamps)
 
 
 def _check_not_before_start(tables_dir: str | Path, cluster: str, as_of_offset: int) -> None:

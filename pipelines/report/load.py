@@ -3,12 +3,15 @@
 
 :func:`load_from_inputs` replays metadata files (``open_inputs`` + ``StreamRunner``, requests run through the
 reference controller) and feeds a :class:`~jbod_model.report.ReportTracker` as it goes; :func:`load_from_tables`
-reads the Spark job's ``records`` table (``--tables DIR [--cluster C] [--as-of-offset N]``), which holds every
-record replayed — read, or written by the reference controller — with its offset, batch and time:
+reads the Spark job's tables (``--tables DIR [--cluster C] [--as-of-offset N]``) into the same image and history
+a replay of the input with the same ``--as-of-offset N`` gives: the ``records`` table holds every record replayed
+— read, or written by the reference controller — with its offset, batch and time;
 ``pipelines.lakehouse.tables.log_entries`` gives the latest snapshot at or before N as the base image and the records
-after it, and :func:`load_from_records` replays them into the same image and history a replay of the input
-with the same ``--as-of-offset N`` gives. :func:`jbod_model.report.build_report` then builds the report, and
-:mod:`pipelines.report.render` draws it.
+after it, which an :class:`~jbod_model.report.IncidentTracker` replays (incidents, the offline series, leaderless
+partitions), while the placement clocks come from the history tables without a replay
+(:func:`pending_from_tables`, :mod:`jbod_model.report_rows`). :func:`load_from_records` replays records into image
+and history with the full :class:`~jbod_model.report.ReportTracker`. :func:`jbod_model.report.build_report` then
+builds the report, and :mod:`pipelines.report.render` draws it.
 
 Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties
 files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``--tables``, from the
@@ -27,12 +30,30 @@ from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
 from jbod_model.gaps import GapConsequences
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
+from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.meta_properties import DirInventory, inventory
+from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
-from jbod_model.report import DirectoryPaths, ReportHistory, ReportTracker, run_and_track
+from jbod_model.report import (
+    DirectoryPaths,
+    IncidentTracker,
+    LogPosition,
+    ReplicaKey,
+    ReportHistory,
+    ReportTracker,
+    run_and_track,
+)
+from jbod_model.report_rows import (
+    BrokerVersion,
+    LevelVersion,
+    PlacementVersion,
+    batch_ends,
+    pending_since,
+)
 from jbod_model.sources import open_inputs
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry, StreamRunner
+from jbod_model.uuid import Uuid
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +106,54 @@ def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int
     from pipelines.lakehouse.tables import log_entries, replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
 
     cid = resolve_cluster(tables, cluster)
-    base, entries = log_entries(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
-    records = (e for e in track(entries) if isinstance(e, LogEntry))
-    data = load_from_records(records, base if base is not None else EMPTY_IMAGE)
+    n = resolve_as_of(tables, cid, as_of_offset, as_of)
+    base, entries = log_entries(tables, cid, n)
+    # The incidents, the offline series and leaderless_since still come from a replay; the placement clocks come
+    # from the history tables (jbod_model.report_rows), so the replay needs no InvariantTracker.
+    tracker = IncidentTracker(base if base is not None else EMPTY_IMAGE)
+    tracker.feed_all(e for e in track(entries) if isinstance(e, LogEntry))
+    history = tracker.history(pending_from_tables(tables, cid, n))
     stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
                     f"{f['message']}" for f in replay_faults(tables, cid))
-    return ReportData(image=data.image, history=data.history, skipped=stopped), cid
+    return ReportData(image=tracker.image, history=history, skipped=stopped), cid
+
+
+def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -> dict[ReplicaKey, LogPosition]:
+    """Since when each placement has been pending as of ``as_of_offset`` (None: the latest), as a replay of the
+    ``records`` table from the latest snapshot by then tracks it (``InvariantTracker.pending_placements``), from
+    the records' positions and the history tables (:func:`jbod_model.report_rows.pending_since`): only the cluster's
+    rows that start by the offset and the columns needed are read, no record is decoded."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake
+        ENTITIES,
+        entity_versions,
+        log_positions,
+    )
+
+    snapshot, positions = log_positions(tables, cluster, as_of_offset)
+    ends = batch_ends(*(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type")))
+    if not ends and snapshot is None:
+        return {}
+    upto = ends[-1].offset if ends else snapshot
+    # Only a placeholder version can make a placement pending: read the versions of the replicas that had one (all
+    # of each, for the ends), then keep those.
+    placeholders = [str(d) for d in PLACEHOLDERS]
+    replicas = entity_versions(tables, ENTITIES["replica"], cluster, upto, ["directory"],
+                               keys_where="directory IN (" + ", ".join(f"'{d}'" for d in placeholders) + ")")
+    replicas = replicas.filter(pc.is_in(replicas.column("directory"), value_set=pa.array(placeholders, pa.string())))
+    brokers = entity_versions(tables, ENTITIES["broker"], cluster, upto, ["fenced"])
+    levels = entity_versions(tables, ENTITIES["feature"], cluster, upto, ["level"], where=f"name = '{FEATURE_NAME}'")
+    return pending_since(
+        None if snapshot is None else LogPosition(snapshot), ends,
+        (PlacementVersion(Uuid.from_string(t), p, b, Uuid.from_string(d), s, e) for t, p, b, d, s, e in zip(
+            *(replicas.column(c).to_pylist()
+              for c in ("topic_id", "partition_id", "broker_id", "directory", "start", "end")), strict=True)),
+        (BrokerVersion(b, f, s, e) for b, f, s, e in zip(
+            *(brokers.column(c).to_pylist() for c in ("broker_id", "fenced", "start", "end")), strict=True)),
+        (LevelVersion(v, s, e) for v, s, e in zip(
+            *(levels.column(c).to_pylist() for c in ("level", "start", "end")), strict=True)))
 
 
 def load_paths(dirs: list[Path] | None, *, as_root: bool = False,
