@@ -44,8 +44,10 @@ DEFAULT_MAX_ENTRIES_PER_BATCH = 100_000
 DEFAULT_BUCKETS = 4
 
 #: The state layout a checkpoint of this job holds, written beside it (``kraft-jbod-state.json``): a checkpoint
-#: of another layout — an older job, another bucket count — is refused before Spark reads its state.
-STATE_LAYOUT_VERSION = 2
+#: of another layout — an older job, another bucket count — is refused before Spark reads its state. Layout 3: a
+#: bucket's grouping key is chosen for its state partition (``pipelines.streaming.placement``), and the file
+#: records the partition count the keys were chosen for.
+STATE_LAYOUT_VERSION = 3
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
@@ -227,6 +229,18 @@ def check_state_layout(checkpoint_dir: Path, buckets: int) -> None:
     marker.write_text(json.dumps(layout), encoding="utf-8")
 
 
+def state_key_partitions(checkpoint_dir: Path, session: SparkSession) -> int:
+    """The state partitions the buckets' grouping keys are chosen for (``pipelines.streaming.placement``): the
+    checkpoint's, recorded in its layout file by its first run from the session's ``spark.sql.shuffle.partitions``
+    (which Spark too fixes into the checkpoint), so a bucket keeps its key across runs."""
+    marker = checkpoint_dir / STATE_LAYOUT_FILE
+    layout = json.loads(marker.read_text(encoding="utf-8"))
+    if "partitions" not in layout:
+        layout["partitions"] = int(session.conf.get("spark.sql.shuffle.partitions") or "200")
+        marker.write_text(json.dumps(layout), encoding="utf-8")
+    return int(layout["partitions"])
+
+
 def halted_clusters(tables_dir: Path) -> dict[str, int]:
     """Cluster → the offset its first replay fault halted it at, from the ``replay_faults`` table."""
     if not (tables_dir / "replay_faults").exists():
@@ -327,7 +341,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
                              max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint,
-                             buckets=bucket_count)
+                             buckets=bucket_count, key_partitions=state_key_partitions(checkpoint, session))
     if not follow:
         # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
         # AvailableNow would read one batch only from a Python source (no admission control), so the source is told

@@ -463,7 +463,9 @@ class ClusterReplayProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        cluster_id, bucket = str(key[0]), int(key[1])
+        # The grouping key of a bucket is chosen for its state partition (pipelines.streaming.placement); the bucket
+        # is the key modulo the bucket count.
+        cluster_id, bucket = str(key[0]), int(key[1]) % self._buckets
         frames = list(rows)
         batch = pd.concat(frames, ignore_index=True).sort_values("seq", kind="stable") if frames else None
         sink = replay_bucket(cluster_id, batch, self._meta, self._maps, bucket, self._buckets, self._gap)

@@ -55,6 +55,7 @@ from jbod_model.storage.metadata_dir import MetadataLog, MetadataLogDir, read_sn
 from jbod_model.storage.tail import TailScan, scan_tail
 from jbod_model.stream import read_jsonl
 from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
+from pipelines.streaming.placement import bucket_keys
 
 SOURCE_NAME = "kraft_metadata"
 
@@ -544,10 +545,14 @@ def input_schema() -> StructType:
 def source_options(paths: Sequence[str | Path], *, cluster_id: str | None = None,
                    cluster_ids: dict[str, str] | None = None, max_entries_per_batch: int | None = None,
                    policy: ReadPolicy = "fail", checkpoint: str | Path | None = None,
-                   buckets: int = 1) -> dict[str, str]:
-    """The options of ``spark.readStream.format("kraft_metadata")`` for these inputs."""
+                   buckets: int = 1, key_partitions: int | None = None) -> dict[str, str]:
+    """The options of ``spark.readStream.format("kraft_metadata")`` for these inputs. ``key_partitions``: the state
+    partitions the operator's groups are placed on (``pipelines.streaming.placement``); None: buckets keyed by their
+    number."""
     opts = {"paths": json.dumps([str(Path(p).resolve()) for p in paths]), "policy": policy,
             "buckets": str(check_buckets(buckets))}
+    if key_partitions is not None:
+        opts["keyPartitions"] = str(key_partitions)
     if checkpoint is not None:
         opts["checkpointLocation"] = str(checkpoint)
     if cluster_id is not None:
@@ -581,6 +586,9 @@ class SourceConfig:
     end: Offsets | None = None
     #: Replay buckets per cluster (``jbod_model.buckets``): each row goes to the bucket(s) that replay it.
     buckets: int = 1
+    #: The state partitions a bucket's grouping key is chosen for (``pipelines.streaming.placement``); None: a
+    #: bucket's key is its number.
+    key_partitions: int | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -598,9 +606,12 @@ class SourceConfig:
             raise InputError("maxEntriesPerBatch must be at least 1")
         end = json.loads(opts["endoffsets"]) if opts.get("endoffsets") else None
         buckets = check_buckets(int(opts.get("buckets", "1")))
+        key_partitions = int(opts["keypartitions"]) if opts.get("keypartitions") else None
+        if key_partitions is not None and key_partitions < 1:
+            raise InputError("keyPartitions must be at least 1")
         return cls(tuple(paths), opts.get("clusterid"), json.loads(opts.get("clusterids", "{}")),
                    max_entries, "fail" if policy == "fail" else "skip", opts.get("checkpointlocation"), end,
-                   buckets)
+                   buckets, key_partitions)
 
     def discover(self) -> list[ClusterInput]:
         return discover(self.paths, cluster_id=self.cluster_id, cluster_ids=self.cluster_ids)
@@ -709,14 +720,21 @@ def _later(a: Position | None, b: Position) -> Position:
     return b if tuple(b[k] for k in key) >= tuple(a[k] for k in key) else a
 
 
+#: The position of ``bucket`` in a row's tuple: the source writes the bucket's grouping key there.
+_BUCKET_COLUMN = [f.name for f in dataclasses.fields(InputRow)].index("bucket")
+
+
 class _Partition(InputPartition):
     """One cluster's range of one micro-batch."""
 
     def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
-                 final: bool = False, buckets: int = 1) -> None:
+                 final: bool = False, buckets: int = 1, key_partitions: int | None = None) -> None:
         super().__init__((ci.cluster_id, start, end))
         self.ci, self.start, self.end, self.policy, self.final = ci, start, end, policy, final
         self.buckets = buckets
+        #: Each bucket's grouping key (``pipelines.streaming.placement``).
+        self.keys = tuple(range(buckets)) if key_partitions is None else \
+            bucket_keys(ci.cluster_id, buckets, key_partitions)
 
 
 class _StreamReader(DataSourceStreamReader):
@@ -733,15 +751,18 @@ class _StreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         config = self.planner.config
-        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e), config.buckets)
+        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e), config.buckets,
+                           config.key_partitions)
                 for ci, s, e in self.planner.plan(start, end)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
+        keys = partition.keys
         for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
                               final=partition.final, buckets=partition.buckets):
             for routed in fan_out(row, partition.buckets):
-                yield routed.as_tuple()
+                values = routed.as_tuple()
+                yield (*values[:_BUCKET_COLUMN], keys[routed.bucket], *values[_BUCKET_COLUMN + 1:])
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.seen(end)

@@ -257,3 +257,8 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
     (old / "offsets" / "0").write_text("v1\n{}\n{}\n")
     with pytest.raises(JbodError, match="older kraft-jbod"):
         check_state_layout(old, 4)
+    layout2 = tmp_path / "layout2"
+    layout2.mkdir()
+    (layout2 / "kraft-jbod-state.json").write_text('{"version": 2, "buckets": 4}')
+    with pytest.raises(JbodError, match="holds state layout 2"):
+        check_state_layout(layout2, 4)
