@@ -596,16 +596,7 @@ class IncrementalReplayer:
         topic_id, partition_id = key
         olds = [] if old is None else list(registration_replicas(self._broker, topic_id, partition_id, old))
         news = list(registration_replicas(self._broker, topic_id, partition_id, new))
-        if olds == news:
-            return ()
-        old_by_broker = {r.broker_id: r for r in olds}
-        new_by_broker = {r.broker_id: r for r in news}
-        out = []
-        for broker_id in sorted(old_by_broker.keys() | new_by_broker.keys()):
-            o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
-            if o != n:
-                out.append(ReplicaChange(name, o, n))
-        return tuple(out)
+        return _replica_changes(name, olds, news)
 
     def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
         """Load a snapshot over the image as one step at ``end_offset - 1`` (the offset the snapshot stands for; its
@@ -739,12 +730,7 @@ class IncrementalReplayer:
             if olds == news:
                 continue
             name = (name_after(topic_id) if new_part is not None else names_before[topic_id]) or ""
-            old_by_broker = {r.broker_id: r for r in olds}
-            new_by_broker = {r.broker_id: r for r in news}
-            for broker_id in sorted(old_by_broker.keys() | new_by_broker.keys()):
-                o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
-                if o != n:
-                    replicas.append(ReplicaChange(name, o, n))
+            replicas.extend(_replica_changes(name, olds, news))
         replicas.extend(self._replicas_via_brokers(via_brokers, name_after))
         last = entries[-1] if entries else None
         return Step(offset=offset, timestamp=last.timestamp if last is not None else None, entries=tuple(entries),
@@ -786,6 +772,23 @@ class IncrementalReplayer:
                                                            old_reason is not None, old_reason),
                                         ReplicaState(topic_id, pid, broker_id, directory, state,
                                                      new_reason is not None, new_reason))
+
+
+def _replica_changes(name: str, olds: Sequence[ReplicaState],
+                     news: Sequence[ReplicaState]) -> tuple[ReplicaChange, ...]:
+    """The replica rows of one partition of topic ``name`` that differ between its replica views before (``olds``)
+    and after (``news``), keyed and ordered by broker: a broker only on one side gives a row with the other side
+    None."""
+    if olds == news:
+        return ()
+    old_by_broker = {r.broker_id: r for r in olds}
+    new_by_broker = {r.broker_id: r for r in news}
+    out = []
+    for broker_id in sorted(old_by_broker.keys() | new_by_broker.keys()):
+        o, n = old_by_broker.get(broker_id), new_by_broker.get(broker_id)
+        if o != n:
+            out.append(ReplicaChange(name, o, n))
+    return tuple(out)
 
 
 def _change_key(change: Change[int, BrokerRegistration]) -> int:
