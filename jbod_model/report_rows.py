@@ -19,7 +19,7 @@ operator writes.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jbod_model.errors import InputError
@@ -259,21 +259,21 @@ def leaderless_batches(base: LogPosition | None, ends: Sequence[int], versions: 
 
 
 def leaderless_since(base: LogPosition | None, batches: Sequence[ObservedBatch],
-                     versions: Iterable[LeaderlessVersion], touches: Iterable[PartitionTouch],
+                     starts: Mapping[PartitionKey, int | None], touches: Iterable[PartitionTouch],
                      ) -> dict[PartitionKey, LogPosition]:
     """Since when each partition without a leader after the last of ``batches`` has been so — equal to
     ``IncidentTracker.leaderless_since()`` after a replay that starts from the image at ``base`` (a snapshot's
     position; None: empty) and observes ``batches``.
 
     The tracker looks at a partition at the end of each batch that touched it and keeps the date of the first
-    batch end it found it leaderless at, until one finds a leader (:func:`leaderless_batches`, from the
-    ``partition_history`` versions with leader -1). It dates it with the offset of the batch's last committed
-    record on that partition — which a version's start is not: a transaction's change takes effect at its end, and
-    a record that changes nothing makes no version — and the batch's first time. So the offset comes from
-    ``touches``, which must hold every committed partition record of the batches that start a run (more do no
-    harm); already leaderless at ``base``, it is the base's offset without a time."""
+    batch end it found it leaderless at, until one finds a leader: ``starts``, what :func:`leaderless_batches`
+    gives for the same ``base`` and batches (from the ``partition_history`` versions with leader -1). It dates it
+    with the offset of the batch's last committed record on that partition — which a version's start is not: a
+    transaction's change takes effect at its end, and a record that changes nothing makes no version — and the
+    batch's first time. So the offset comes from ``touches``, which must hold every committed partition record of
+    the batches that start a run (more do no harm); already leaderless at ``base``, it is the base's offset without
+    a time."""
     ends = [b.end for b in batches]
-    starts = leaderless_batches(base, ends, versions)
     # The last committed record on each partition in each batch (a record belongs to the batch its effect is in).
     last: dict[tuple[PartitionKey, int], int] = {}
     for t in touches:

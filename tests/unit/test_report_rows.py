@@ -75,29 +75,35 @@ def leaderless(*spans: tuple[int, int | None]) -> list[LeaderlessVersion]:
     return [LeaderlessVersion(T, 0, lo, hi) for lo, hi in spans]
 
 
+def since(base: LogPosition | None, versions: list[LeaderlessVersion],
+          touches: list[PartitionTouch]) -> dict[tuple[Uuid, int], LogPosition]:
+    starts = leaderless_batches(base, [b.end for b in BATCHES], versions)
+    return leaderless_since(base, BATCHES, starts, touches)
+
+
 def test_leaderless_is_dated_by_the_last_partition_record_of_its_batch_and_the_batch_first_time() -> None:
     # The version starts at 9 (a transaction's end), the records on the partition are at 7 and 8: the tracker
     # dates it with the last of them, and the batch's first time.
     touches = [PartitionTouch(T, 0, 7, 9), PartitionTouch(T, 0, 8, 9), PartitionTouch(T, 1, 10, 10)]
-    assert leaderless_since(None, BATCHES, leaderless((9, None)), touches) == {(T, 0): LogPosition(8, 9000)}
+    assert since(None, leaderless((9, None)), touches) == {(T, 0): LogPosition(8, 9000)}
 
 
 def test_a_leader_found_and_lost_inside_one_batch_is_not_seen() -> None:
     touches = [PartitionTouch(T, 0, 3, 3), PartitionTouch(T, 0, 8, 8)]
-    assert leaderless_since(None, BATCHES, leaderless((3, 7), (8, None)), touches) == {(T, 0): LogPosition(3, 4000)}
+    assert since(None, leaderless((3, 7), (8, None)), touches) == {(T, 0): LogPosition(3, 4000)}
     # Over a batch end it is seen: the clock starts again.
-    assert leaderless_since(None, BATCHES, leaderless((3, 4), (8, None)), touches) == {(T, 0): LogPosition(8, 9000)}
+    assert since(None, leaderless((3, 4), (8, None)), touches) == {(T, 0): LogPosition(8, 9000)}
 
 
 def test_leaderless_at_the_snapshot_is_dated_by_it_and_a_partition_with_a_leader_now_is_not_listed() -> None:
-    assert leaderless_since(LogPosition(2), BATCHES, leaderless((1, None)), []) == {(T, 0): LogPosition(2)}
-    assert leaderless_since(None, BATCHES, leaderless((1, 6)), []) == {}
+    assert since(LogPosition(2), leaderless((1, None)), []) == {(T, 0): LogPosition(2)}
+    assert since(None, leaderless((1, 6)), []) == {}
     assert leaderless_batches(None, [5, 10], leaderless((11, None))) == {}
 
 
 def test_missing_partition_records_are_an_input_error() -> None:
     with pytest.raises(InputError, match="no PartitionRecord"):
-        leaderless_since(None, BATCHES, leaderless((9, None)), [])
+        since(None, leaderless((9, None)), [])
 
 
 # -- observed_batches -------------------------------------------------------------------------------------------
