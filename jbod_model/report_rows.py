@@ -19,13 +19,14 @@ operator writes.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from jbod_model.errors import InputError
 from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.metadata_version import MetadataVersion
 from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
-from jbod_model.report import LogPosition, ReplicaKey
+from jbod_model.report import LogPosition, PartitionKey, ReplicaKey
 from jbod_model.uuid import Uuid
 
 _BEGIN, _END, _ABORT = (BeginTransactionRecord.TYPE_NAME, EndTransactionRecord.TYPE_NAME,
@@ -65,54 +66,81 @@ class LevelVersion:
     end: int | None
 
 
-def batch_ends(offsets: Sequence[int], bases: Sequence[int | None], stamps: Sequence[int | None],
-               types: Sequence[str]) -> list[LogPosition]:
-    """Where each batch a :class:`~jbod_model.report.BatchFeed` observes ends, in log order, from the ``records``
-    table's columns (the records' offsets, batch base offsets, batch times in ms, ``TYPE_NAME``s; offset order): the
-    offset of the batch's last committed record and the last batch time among its committed records (what
-    :class:`~jbod_model.invariants.InvariantTracker` dates a clock with). Batches are grouped as ``BatchFeed.feed``
-    groups them (by batch base offset; a row without one is a batch of its own) and committed as
-    ``BatchFeed._commit`` commits them (a transaction's records at its EndTransactionRecord, an aborted one's never
-    — only the AbortTransactionRecord itself); a batch that commits nothing is not observed. The rows hold no fault
-    a replay would raise on (the job stopped before those, ``replay_faults``).
+@dataclass(frozen=True, slots=True)
+class ObservedBatch:
+    """A batch as a :class:`~jbod_model.report.BatchFeed` observes it: the offset of its last committed record, and
+    the first and the last non-null batch time among its committed records, in the order they become visible
+    (:class:`~jbod_model.report.IncidentTracker` dates with the first,
+    :class:`~jbod_model.invariants.InvariantTracker` with the last)."""
 
-    One pass keeping, per batch, only the last committed offset and time (a log has millions of rows)."""
-    out: list[LogPosition] = []
-    # The buffered batch: its base, whether it committed anything, its last committed offset and non-null time.
+    end: int
+    first_ts: int | None
+    last_ts: int | None
+
+
+def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps: Sequence[int | None],
+                     types: Sequence[str]) -> list[ObservedBatch]:
+    """The batches a :class:`~jbod_model.report.BatchFeed` observes, in log order, from the ``records`` table's
+    columns (the records' offsets, batch base offsets, batch times in ms, ``TYPE_NAME``s; offset order). Batches
+    are grouped as ``BatchFeed.feed`` groups them (by batch base offset; a row without one is a batch of its own)
+    and committed as ``BatchFeed._commit`` commits them (a transaction's records at its EndTransactionRecord, ahead
+    of it; an aborted one's never — only the AbortTransactionRecord itself); a batch that commits nothing is not
+    observed. The rows hold no fault a replay would raise on (the job stopped before those, ``replay_faults``).
+
+    One pass keeping, per batch, only its last committed offset and two times (a log has millions of rows)."""
+    out: list[ObservedBatch] = []
+    # The buffered batch: its base, whether it committed anything, its last committed offset, first and last time.
     base: int | None = None
     started = committed = False
-    last_offset, last_ts = 0, None
-    # An open transaction: whether it is, and the last non-null time among its records.
+    last_offset = 0
+    first_ts: int | None = None
+    last_ts: int | None = None
+    # An open transaction: whether it is, and the first and last non-null time among its records.
     in_txn = False
-    txn_ts: int | None = None
+    txn_first: int | None = None
+    txn_last: int | None = None
     for offset, row_base, ts, kind in zip(offsets, bases, stamps, types, strict=True):
         if started and (row_base is None or base is None or row_base != base):
             if committed:
-                out.append(LogPosition(last_offset, last_ts))
-            committed, last_ts = False, None
+                out.append(ObservedBatch(last_offset, first_ts, last_ts))
+            committed, first_ts, last_ts = False, None, None
         base, started = row_base, True
-        if kind not in _MARKERS and not in_txn:
+        if not in_txn and kind != _BEGIN:
+            # A record outside a transaction (an End or Abort outside one is a replay fault the job stops before).
             committed, last_offset = True, offset
             if ts is not None:
                 last_ts = ts
+                if first_ts is None:
+                    first_ts = ts
         elif kind == _BEGIN:
-            in_txn, txn_ts = True, ts
-        elif not in_txn:
-            # An End or Abort outside a transaction: a replay raises on it, and the job stops before it.
-            committed, last_offset = True, offset
-            if ts is not None:
-                last_ts = ts
+            in_txn, txn_first, txn_last = True, ts, ts
         elif kind in (_END, _ABORT):
-            if kind == _END and txn_ts is not None:
-                last_ts = txn_ts  # the transaction's records become the batch's, before the End
+            if kind == _END:
+                # The transaction's records become the batch's, ahead of the End.
+                if first_ts is None:
+                    first_ts = txn_first
+                if txn_last is not None:
+                    last_ts = txn_last
             committed, last_offset, in_txn = True, offset, False
             if ts is not None:
                 last_ts = ts
+                if first_ts is None:
+                    first_ts = ts
         elif ts is not None:
-            txn_ts = ts
+            txn_last = ts
+            if txn_first is None:
+                txn_first = ts
     if committed:
-        out.append(LogPosition(last_offset, last_ts))
+        out.append(ObservedBatch(last_offset, first_ts, last_ts))
     return out
+
+
+def batch_ends(offsets: Sequence[int], bases: Sequence[int | None], stamps: Sequence[int | None],
+               types: Sequence[str]) -> list[LogPosition]:
+    """Where each batch a :class:`~jbod_model.report.BatchFeed` observes ends (:func:`observed_batches`): the offset
+    of its last committed record and the last batch time among its committed records (what
+    :class:`~jbod_model.invariants.InvariantTracker` dates a clock with)."""
+    return [LogPosition(b.end, b.last_ts) for b in observed_batches(offsets, bases, stamps, types)]
 
 
 def _intersect(left: Sequence[tuple[int, float]], right: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -154,7 +182,6 @@ def pending_since(base: LogPosition | None, ends: Sequence[LogPosition], placeme
     points = ([] if base is None else [LogPosition(max(base.offset, 0), None)]) + list(ends)
     if not points:
         return {}
-    now = points[-1].offset
     offsets = [p.offset for p in points]
     up: dict[int, list[tuple[int, float]]] = {}
     for b in sorted(brokers, key=lambda v: (v.broker_id, v.start)):
@@ -168,16 +195,104 @@ def pending_since(base: LogPosition | None, ends: Sequence[LogPosition], placeme
             spans.setdefault((p.topic_id, p.partition_id, p.broker_id), []).append(_span(p.start, p.end))
     out: dict[ReplicaKey, LogPosition] = {}
     for key, placeholder in spans.items():
-        runs = _merged(_intersect(_intersect(placeholder, up.get(key[2], [])), supported))
-        # The run holding the last batch end (versions may start after it: the tables go on).
-        k = bisect.bisect_right(runs, now, key=lambda run: run[0]) - 1
-        if k < 0 or now >= runs[k][1]:
-            continue  # not pending after the last batch
-        # Walk back over lapses no batch end fell into: the replay never saw those.
-        while k > 0 and _no_point_in(offsets, int(runs[k - 1][1]), runs[k][0]):
-            k -= 1
-        out[key] = points[bisect.bisect_left(offsets, runs[k][0])]
+        first = _first_seen(_merged(_intersect(_intersect(placeholder, up.get(key[2], [])), supported)), offsets)
+        if first is not None:
+            out[key] = points[first]
     return dict(sorted(out.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], kv[0][2])))
+
+
+def _first_seen(runs: Sequence[tuple[int, float]], offsets: Sequence[int]) -> int | None:
+    """Where a replay that looks at the state only at ``offsets`` (sorted; the last is now) saw a condition that
+    holds over ``runs`` (sorted, disjoint, touching ones merged) start to hold without a break up to now: the index
+    of that offset, or None when the condition does not hold now. A lapse that no offset fell into was never seen."""
+    now = offsets[-1]
+    # The run holding the last offset (versions may start after it: the tables go on).
+    k = bisect.bisect_right(runs, now, key=lambda run: run[0]) - 1
+    if k < 0 or now >= runs[k][1]:
+        return None
+    while k > 0 and _no_point_in(offsets, int(runs[k - 1][1]), runs[k][0]):
+        k -= 1
+    return bisect.bisect_left(offsets, runs[k][0])
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderlessVersion:
+    """One ``partition_history`` version in which the partition has no leader (leader -1), from ``start`` to ``end``
+    (None while current)."""
+
+    topic_id: Uuid
+    partition_id: int
+    start: int
+    end: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTouch:
+    """A committed PartitionRecord or PartitionChangeRecord (a ``records`` row): its partition, its own offset, and
+    the offset at which it took effect (``applied_offset``: its own, or its transaction's EndTransactionRecord)."""
+
+    topic_id: Uuid
+    partition_id: int
+    offset: int
+    applied: int
+
+
+def leaderless_batches(base: LogPosition | None, ends: Sequence[int], versions: Iterable[LeaderlessVersion],
+                       ) -> dict[PartitionKey, int | None]:
+    """Each partition without a leader after the last of ``ends`` (the observed batches' end offsets), and the batch
+    since which a replay from the image at ``base`` (None: empty) has seen it so at every batch end: the index into
+    ``ends``, or None when it was already leaderless in the base image. ``versions``: the leaderless versions
+    (others, or versions starting after the last end, do not count)."""
+    offsets = ([] if base is None else [max(base.offset, 0)]) + list(ends)
+    if not offsets:
+        return {}
+    spans: dict[PartitionKey, list[tuple[int, float]]] = {}
+    for v in sorted(versions, key=lambda v: v.start):
+        spans.setdefault((v.topic_id, v.partition_id), []).append(_span(v.start, v.end))
+    shift = 0 if base is None else 1
+    out: dict[PartitionKey, int | None] = {}
+    for key, runs in spans.items():
+        first = _first_seen(_merged(runs), offsets)
+        if first is not None:
+            out[key] = None if first < shift else first - shift
+    return out
+
+
+def leaderless_since(base: LogPosition | None, batches: Sequence[ObservedBatch],
+                     starts: Mapping[PartitionKey, int | None], touches: Iterable[PartitionTouch],
+                     ) -> dict[PartitionKey, LogPosition]:
+    """Since when each partition without a leader after the last of ``batches`` has been so — equal to
+    ``IncidentTracker.leaderless_since()`` after a replay that starts from the image at ``base`` (a snapshot's
+    position; None: empty) and observes ``batches``.
+
+    The tracker looks at a partition at the end of each batch that touched it and keeps the date of the first
+    batch end it found it leaderless at, until one finds a leader: ``starts``, what :func:`leaderless_batches`
+    gives for the same ``base`` and batches (from the ``partition_history`` versions with leader -1). It dates it
+    with the offset of the batch's last committed record on that partition — which a version's start is not: a
+    transaction's change takes effect at its end, and a record that changes nothing makes no version — and the
+    batch's first time. So the offset comes from ``touches``, which must hold every committed partition record of
+    the batches that start a run (more do no harm); already leaderless at ``base``, it is the base's offset without
+    a time."""
+    ends = [b.end for b in batches]
+    # The last committed record on each partition in each batch (a record belongs to the batch its effect is in).
+    last: dict[tuple[PartitionKey, int], int] = {}
+    for t in touches:
+        i = bisect.bisect_left(ends, t.applied)
+        pk = (t.topic_id, t.partition_id)
+        if i < len(ends) and starts.get(pk, -1) == i:
+            last[(pk, i)] = max(t.offset, last.get((pk, i), t.offset))
+    out: dict[PartitionKey, LogPosition] = {}
+    for pk, k in starts.items():
+        if k is None:
+            assert base is not None
+            out[pk] = LogPosition(base.offset)
+            continue
+        offset = last.get((pk, k))
+        if offset is None:
+            raise InputError(f"the records table holds no PartitionRecord or PartitionChangeRecord of {pk[0]}-{pk[1]} "
+                             f"in the batch ending at offset {ends[k]}, where partition_history has it lose its leader")
+        out[pk] = LogPosition(offset, batches[k].first_ts)
+    return out
 
 
 def _merged(spans: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:

@@ -22,9 +22,11 @@ and ``jbod image`` load the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
@@ -34,10 +36,12 @@ from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import NO_LEADER, PartitionChangeRecord, PartitionRecord
 from jbod_model.report import (
     DirectoryPaths,
     IncidentTracker,
     LogPosition,
+    PartitionKey,
     ReplicaKey,
     ReportHistory,
     ReportTracker,
@@ -45,9 +49,14 @@ from jbod_model.report import (
 )
 from jbod_model.report_rows import (
     BrokerVersion,
+    LeaderlessVersion,
     LevelVersion,
+    ObservedBatch,
+    PartitionTouch,
     PlacementVersion,
-    batch_ends,
+    leaderless_batches,
+    leaderless_since,
+    observed_batches,
     pending_since,
 )
 from jbod_model.sources import open_inputs
@@ -108,35 +117,60 @@ def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int
     cid = resolve_cluster(tables, cluster)
     n = resolve_as_of(tables, cid, as_of_offset, as_of)
     base, entries = log_entries(tables, cid, n)
-    # The incidents, the offline series and leaderless_since still come from a replay; the placement clocks come
-    # from the history tables (jbod_model.report_rows), so the replay needs no InvariantTracker.
+    # The incidents and the offline series still come from a replay; the placement clocks and since when each
+    # partition has been leaderless come from the history tables (jbod_model.report_rows), so the replay needs no
+    # InvariantTracker.
     tracker = IncidentTracker(base if base is not None else EMPTY_IMAGE)
     tracker.feed_all(e for e in track(entries) if isinstance(e, LogEntry))
-    history = tracker.history(pending_from_tables(tables, cid, n))
+    observed = observed_from_tables(tables, cid, n)
+    history = replace(tracker.history(pending_from_tables(tables, cid, observed)),
+                      leaderless_since=MappingProxyType(leaderless_from_tables(tables, cid, observed)))
     stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
                     f"{f['message']}" for f in replay_faults(tables, cid))
     return ReportData(image=tracker.image, history=history, skipped=stopped), cid
 
 
-def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -> dict[ReplicaKey, LogPosition]:
-    """Since when each placement has been pending as of ``as_of_offset`` (None: the latest), as a replay of the
-    ``records`` table from the latest snapshot by then tracks it (``InvariantTracker.pending_placements``), from
-    the records' positions and the history tables (:func:`jbod_model.report_rows.pending_since`): only the cluster's
-    rows that start by the offset and the columns needed are read, no record is decoded."""
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """The batches a replay of the ``records`` table observes as of an offset: the position of the snapshot it
+    starts from (None: the log's start) and each batch after it (:func:`jbod_model.report_rows.observed_batches`)."""
+
+    snapshot: int | None
+    batches: list[ObservedBatch]
+
+    @property
+    def base(self) -> LogPosition | None:
+        return None if self.snapshot is None else LogPosition(self.snapshot)
+
+    @property
+    def last(self) -> int | None:
+        """The last offset a replay has seen: the last batch's end, else the snapshot's (None: nothing)."""
+        return self.batches[-1].end if self.batches else self.snapshot
+
+
+def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -> Observed:
+    """The batches a replay of the cluster's ``records`` table from the latest snapshot by ``as_of_offset`` (None:
+    the latest) observes, from the records' offsets, batches, times and types alone (no ``data`` read)."""
+    from pipelines.lakehouse.tables import log_positions  # noqa: PLC0415 - pyarrow/deltalake
+
+    snapshot, positions = log_positions(tables, cluster, as_of_offset)
+    return Observed(snapshot, observed_batches(
+        *(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type"))))
+
+
+def pending_from_tables(tables: Path, cluster: str, observed: Observed) -> dict[ReplicaKey, LogPosition]:
+    """Since when each placement has been pending after the ``observed`` batches, as a replay of the ``records``
+    table tracks it (``InvariantTracker.pending_placements``), from the history tables
+    (:func:`jbod_model.report_rows.pending_since`): only the cluster's rows that start by the last batch and the
+    columns needed are read, no record is decoded."""
     import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake
-        ENTITIES,
-        entity_versions,
-        log_positions,
-    )
+    from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
 
-    snapshot, positions = log_positions(tables, cluster, as_of_offset)
-    ends = batch_ends(*(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type")))
-    if not ends and snapshot is None:
+    upto = observed.last
+    if upto is None:
         return {}
-    upto = ends[-1].offset if ends else snapshot
     # Only a placeholder version can make a placement pending: read the versions of the replicas that had one (all
     # of each, for the ends), then keep those.
     placeholders = [str(d) for d in PLACEHOLDERS]
@@ -146,7 +180,7 @@ def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) ->
     brokers = entity_versions(tables, ENTITIES["broker"], cluster, upto, ["fenced"])
     levels = entity_versions(tables, ENTITIES["feature"], cluster, upto, ["level"], where=f"name = '{FEATURE_NAME}'")
     return pending_since(
-        None if snapshot is None else LogPosition(snapshot), ends,
+        observed.base, [LogPosition(b.end, b.last_ts) for b in observed.batches],
         (PlacementVersion(Uuid.from_string(t), p, b, Uuid.from_string(d), s, e) for t, p, b, d, s, e in zip(
             *(replicas.column(c).to_pylist()
               for c in ("topic_id", "partition_id", "broker_id", "directory", "start", "end")), strict=True)),
@@ -154,6 +188,89 @@ def pending_from_tables(tables: Path, cluster: str, as_of_offset: int | None) ->
             *(brokers.column(c).to_pylist() for c in ("broker_id", "fenced", "start", "end")), strict=True)),
         (LevelVersion(v, s, e) for v, s, e in zip(
             *(levels.column(c).to_pylist() for c in ("level", "start", "end")), strict=True)))
+
+
+#: The partition a PartitionRecord's or PartitionChangeRecord's ``data`` (kafka-dump-log's JSON) names: two
+#: top-level fields (neither record has a nested object with the same name).
+_TOPIC_ID = r'"topicId":\s*"(?P<topic>[^"]*)"'
+_PARTITION_ID = r'"partitionId":\s*(?P<partition>-?[0-9]+)'
+#: How many batches' ranges one query of the ``records`` table names (a longer OR is slower to plan than to scan).
+_RANGES_PER_QUERY = 500
+
+
+def leaderless_from_tables(tables: Path, cluster: str, observed: Observed) -> dict[PartitionKey, LogPosition]:
+    """Since when each partition without a leader after the ``observed`` batches has been so, as a replay's
+    ``IncidentTracker.leaderless_since`` dates it (:func:`jbod_model.report_rows.leaderless_since`): the
+    ``partition_history`` versions with leader -1 of the partitions that ever had one, then only the partition
+    records of the batches where a still-open leaderless stretch began (their own offsets date it), decoded."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from pipelines.lakehouse.tables import ENTITIES, entity_versions, query  # noqa: PLC0415 - pyarrow/deltalake
+
+    upto = observed.last
+    if upto is None:
+        return {}
+    rows = entity_versions(tables, ENTITIES["partition"], cluster, upto, ["leader"], keys_where=f"leader = {NO_LEADER}")
+    rows = rows.filter(pc.equal(rows.column("leader"), pa.scalar(NO_LEADER, pa.int32())))
+    # Only a partition leaderless after the last batch is listed: keep only those partitions' versions (a third of
+    # the partitions that ever lost their leader, at 200 k).
+    keys = _partition_keys(rows.column("topic_id"), rows.column("partition_id"))
+    now = pc.and_kleene(pc.less_equal(rows.column("start"), upto),
+                        pc.or_kleene(pc.is_null(rows.column("end")), pc.greater(rows.column("end"), upto)))
+    rows = rows.filter(pc.is_in(keys, value_set=pc.unique(keys.filter(now))))
+    topics = _uuids(rows.column("topic_id"))
+    versions = [LeaderlessVersion(topics[t], p, s, e) for t, p, s, e in zip(
+        *(rows.column(c).to_pylist() for c in ("topic_id", "partition_id", "start", "end")), strict=True)]
+    ends = [b.end for b in observed.batches]
+    starts = leaderless_batches(observed.base, ends, versions)
+    wanted = sorted({k for k in starts.values() if k is not None})
+    starting = pa.array(sorted(f"{t}:{p}" for (t, p), k in starts.items() if k is not None), pa.string())
+    touches: list[PartitionTouch] = []
+    quoted = cluster.replace("'", "''")
+    types = ", ".join(f"'{t.TYPE_NAME}'" for t in (PartitionRecord, PartitionChangeRecord))
+    for i in range(0, len(wanted), _RANGES_PER_QUERY):
+        ranges = " OR ".join(
+            f"(applied_offset <= {ends[k]}" + ("" if k == 0 and observed.snapshot is None
+                                               else f" AND applied_offset > {ends[k - 1] if k else observed.snapshot}")
+            + ")" for k in wanted[i:i + _RANGES_PER_QUERY])
+        found = query(tables, "records", 'SELECT "offset", applied_offset, data FROM t '
+                                         f"WHERE cluster_id = '{quoted}' AND origin <> 'snapshot' AND type IN "
+                                         f"({types}) AND ({ranges})")
+        # Only the partition of each record is needed, and tens of thousands of them are (a broker's fencing
+        # touches every partition it led): read its two top-level fields out of the JSON text in one vectorised
+        # pass rather than decoding every record.
+        data = found.column("data")
+        topic = pc.struct_field(pc.extract_regex(data, _TOPIC_ID), 0)
+        partition = pc.struct_field(pc.extract_regex(data, _PARTITION_ID), 0)
+        if found.num_rows and (pc.any(pc.is_null(topic)).as_py() or pc.any(pc.is_null(partition)).as_py()):
+            raise InputError("a PartitionRecord or PartitionChangeRecord row of the records table names no topicId or "
+                             "partitionId in its data")
+        # The records on partitions that start no stretch are many (a fencing's batch touches thousands): drop them.
+        mine = pc.is_in(_partition_keys(topic, partition), value_set=starting)
+        topic, partition, found = topic.filter(mine), partition.filter(mine), found.filter(mine)
+        ids = _uuids(topic)
+        touches.extend(PartitionTouch(ids[t], int(p), o, a) for t, p, o, a in zip(
+            topic.to_pylist(), partition.to_pylist(), found.column("offset").to_pylist(),
+            found.column("applied_offset").to_pylist(), strict=True))
+    return leaderless_since(observed.base, observed.batches, starts, touches)
+
+
+def _partition_keys(topics: Any, partitions: Any) -> Any:
+    """``topic-id:partition`` strings of two columns (the partition as a number or as its digits): one Arrow
+    column to match partitions by."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.binary_join_element_wise(topics, pc.cast(partitions, pa.string()), ":")
+
+
+def _uuids(column: Any) -> dict[str, Uuid]:
+    """Each distinct id of a string column (a table's topic ids: a few hundred topics over millions of rows),
+    parsed once."""
+    import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+    return {s: Uuid.from_string(s) for s in pc.unique(column).to_pylist() if s is not None}
 
 
 def load_paths(dirs: list[Path] | None, *, as_root: bool = False,

@@ -104,6 +104,7 @@ def test_report_history_from_the_tables_equals_the_replay(data: st.DataObject, l
             want = tracker.history()
             assert got.history is not None
             assert dict(got.history.pending_since) == dict(want.pending_since), as_of
+            assert dict(got.history.leaderless_since) == dict(want.leaderless_since), as_of
             assert got.history == want, as_of
 
 

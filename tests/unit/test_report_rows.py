@@ -1,12 +1,27 @@
-"""``jbod_model.report_rows.pending_since`` on hand-made intervals: the cases a replay's batch-end view decides
-(the property in tests/properties/test_report_rows_properties.py checks it against the replay on generated logs)."""
+"""``jbod_model.report_rows`` on hand-made intervals: the cases a replay's batch-end view decides for
+``pending_since`` and ``leaderless_since``, and the batch times of ``observed_batches`` (the properties in
+tests/properties/test_report_rows_properties.py check them against the replay on generated logs)."""
 
 from __future__ import annotations
 
+import pytest
+
 from jbod_model.directory_id import UNASSIGNED
+from jbod_model.errors import InputError
 from jbod_model.metadata_version import IBP_3_7_IV2
 from jbod_model.report import LogPosition
-from jbod_model.report_rows import BrokerVersion, LevelVersion, PlacementVersion, pending_since
+from jbod_model.report_rows import (
+    BrokerVersion,
+    LeaderlessVersion,
+    LevelVersion,
+    ObservedBatch,
+    PartitionTouch,
+    PlacementVersion,
+    leaderless_batches,
+    leaderless_since,
+    observed_batches,
+    pending_since,
+)
 from jbod_model.uuid import Uuid
 
 T = Uuid(1, 2)
@@ -49,3 +64,53 @@ def test_versions_after_the_last_batch_do_not_count() -> None:
     got = pending_since(None, ENDS, placed((2, 12, UNASSIGNED), (12, None, DIR)), UP, LEVEL)
     assert got == {(T, 0, 1): LogPosition(5, 5000)}
     assert pending_since(None, ENDS[:1], placed((7, None, UNASSIGNED)), UP, LEVEL) == {}
+
+
+# -- leaderless_since -------------------------------------------------------------------------------------------
+
+BATCHES = [ObservedBatch(5, 4000, 5000), ObservedBatch(10, 9000, 10_000)]
+
+
+def leaderless(*spans: tuple[int, int | None]) -> list[LeaderlessVersion]:
+    return [LeaderlessVersion(T, 0, lo, hi) for lo, hi in spans]
+
+
+def since(base: LogPosition | None, versions: list[LeaderlessVersion],
+          touches: list[PartitionTouch]) -> dict[tuple[Uuid, int], LogPosition]:
+    starts = leaderless_batches(base, [b.end for b in BATCHES], versions)
+    return leaderless_since(base, BATCHES, starts, touches)
+
+
+def test_leaderless_is_dated_by_the_last_partition_record_of_its_batch_and_the_batch_first_time() -> None:
+    # The version starts at 9 (a transaction's end), the records on the partition are at 7 and 8: the tracker
+    # dates it with the last of them, and the batch's first time.
+    touches = [PartitionTouch(T, 0, 7, 9), PartitionTouch(T, 0, 8, 9), PartitionTouch(T, 1, 10, 10)]
+    assert since(None, leaderless((9, None)), touches) == {(T, 0): LogPosition(8, 9000)}
+
+
+def test_a_leader_found_and_lost_inside_one_batch_is_not_seen() -> None:
+    touches = [PartitionTouch(T, 0, 3, 3), PartitionTouch(T, 0, 8, 8)]
+    assert since(None, leaderless((3, 7), (8, None)), touches) == {(T, 0): LogPosition(3, 4000)}
+    # Over a batch end it is seen: the clock starts again.
+    assert since(None, leaderless((3, 4), (8, None)), touches) == {(T, 0): LogPosition(8, 9000)}
+
+
+def test_leaderless_at_the_snapshot_is_dated_by_it_and_a_partition_with_a_leader_now_is_not_listed() -> None:
+    assert since(LogPosition(2), leaderless((1, None)), []) == {(T, 0): LogPosition(2)}
+    assert since(None, leaderless((1, 6)), []) == {}
+    assert leaderless_batches(None, [5, 10], leaderless((11, None))) == {}
+
+
+def test_missing_partition_records_are_an_input_error() -> None:
+    with pytest.raises(InputError, match="no PartitionRecord"):
+        since(None, leaderless((9, None)), [])
+
+
+# -- observed_batches -------------------------------------------------------------------------------------------
+
+
+def test_a_committed_transaction_gives_its_batch_its_first_time() -> None:
+    # Batch 0: Begin (t=1000) and a record; batch 10: the End (t=2000) and a record — committed together there.
+    types = ["BEGIN_TRANSACTION_RECORD", "PARTITION_RECORD", "END_TRANSACTION_RECORD", "NO_OP_RECORD"]
+    got = observed_batches([0, 1, 2, 3], [0, 0, 2, 2], [1000, 1000, 2000, 2000], types)
+    assert got == [ObservedBatch(3, 1000, 2000)]
