@@ -30,7 +30,7 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch
+from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch, unpack_output
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
@@ -274,7 +274,7 @@ class _Sink:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        rows = settle_batch(df.toArrow(), self._halted)
+        rows = settle_batch(unpack_output(df.toArrow()), self._halted)
         computed = time.monotonic()
         written = self._writer.write_batch(batch_id, rows) if rows.num_rows else {}
         self.stats.append(BatchStats(batch_id, rows.num_rows, written, time.monotonic() - started,
