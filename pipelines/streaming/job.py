@@ -55,6 +55,9 @@ DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failu
 
 #: Settings every session of the job needs, whatever the profile says: the RocksDB state store
 #: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
+#: The JVM options of the driver and the executors: the C1 JIT alone (see :data:`DEFAULT_CONF`).
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 REQUIRED_CONF: Mapping[str, str] = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -71,12 +74,19 @@ DEFAULT_CONF: Mapping[str, str] = {
     # pyspark's worker daemon without a per-task re-read of the jars on the workers' path (≈ 0.8 s a task):
     # pipelines/streaming/daemon.py.
     "spark.python.daemon.module": "pipelines.streaming.daemon",
+    # The JVM's share of the job is light (Arrow in and out of the Python workers, the state store's socket, a few
+    # packets through the shuffle), but C2, the optimizing JIT, spent half of the JVM's CPU compiling it — as much as
+    # the Python workers' replay on the 20 k cluster. C1 alone halved the JVM's CPU and cut the run by a third
+    # (docs/state-design.md, "Packets and the JIT").
+    "spark.driver.extraJavaOptions": JIT_OPTIONS,
+    "spark.executor.extraJavaOptions": JIT_OPTIONS,
 }
 
 
 #: Settings of :data:`DEFAULT_CONF` that describe how the driver JVM was started and where it listens: under
 #: spark-submit they are spark-submit's (``--driver-memory``, the host it runs on), so the job does not add them.
-LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host"})
+LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host",
+                              "spark.driver.extraJavaOptions"})
 
 
 def submitted_conf() -> dict[str, str] | None:
