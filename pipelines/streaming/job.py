@@ -46,8 +46,9 @@ DEFAULT_BUCKETS = 4
 #: The state layout a checkpoint of this job holds, written beside it (``kraft-jbod-state.json``): a checkpoint
 #: of another layout — an older job, another bucket count — is refused before Spark reads its state. Layout 3: a
 #: bucket's grouping key is chosen for its state partition (``pipelines.streaming.placement``), and the file
-#: records the partition count the keys were chosen for.
-STATE_LAYOUT_VERSION = 3
+#: records the partition count the keys were chosen for. Layout 4: the broker → partitions index has 8 buckets
+#: per broker, not 64 (``pipelines.streaming.processor.BROKER_INDEX_BUCKETS``).
+STATE_LAYOUT_VERSION = 4
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.

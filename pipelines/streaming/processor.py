@@ -92,8 +92,11 @@ OUTPUT_SCHEMA = ("cluster_id string, bucket int, ords array<long>, tables array<
 #: Output rows per output packet.
 OUTPUT_PACKET_ROWS = 50_000
 
-#: Buckets per broker of the broker → partitions index. Fixed in the checkpoint: changing it needs a new one.
-BROKER_INDEX_BUCKETS = 64
+#: Buckets per broker of the broker → partitions index: listing a broker is this many state reads (≈ 100 µs each,
+#: a round trip to the JVM), adding a partition to it rewrites one of them. 64 made the index reads a tenth of the
+#: operator's time on the 20 k cluster (every batch fences or restarts most brokers). Fixed in the checkpoint
+#: (state layout 4): changing it needs a new one.
+BROKER_INDEX_BUCKETS = 8
 
 
 #: Chunks of a cluster bucket's ``partitions`` state: a state value holds every partition of one chunk, so a batch
