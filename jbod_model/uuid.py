@@ -54,6 +54,10 @@ class Uuid:
         """Mirrors ``Uuid.fromString``: at most 24 characters, base64url with optional padding, exactly 16 bytes."""
         if not isinstance(text, str):
             raise InputError(f"A Uuid string must be a str, got {type(text).__name__}")
+        # The twin of __str__'s cache: stored images and rows name the same directories and topics over and over.
+        found = _PARSED.get(text)
+        if found is not None:
+            return found
         if len(text) > 24:
             raise InputError(f"Input string with prefix `{text[:24]}` is too long to be decoded as a base64 UUID")
         # Java's URL-safe decoder rejects '+' and '/' and any other character outside the alphabet.
@@ -67,7 +71,11 @@ class Uuid:
         if len(data) != 16:
             raise InputError(f"Input string `{text}` decoded as {len(data)} bytes, which is not equal to the "
                              "expected 16 bytes of a base64-encoded UUID")
-        return cls.from_bytes(data)
+        parsed = cls.from_bytes(data)
+        if len(_PARSED) >= _TEXT_MAX:
+            _PARSED.clear()
+        _PARSED[text] = parsed
+        return parsed
 
     @classmethod
     def random(cls) -> Uuid:
@@ -108,6 +116,8 @@ _HALVES = struct.Struct(">qq")
 #: The text of ids printed recently (see ``Uuid.__str__``); a pure function of the id, so sharing it is safe.
 _TEXT: dict[Uuid, str] = {}
 _TEXT_MAX = 1 << 16
+#: The ids of texts parsed recently (see ``Uuid.from_string``; only valid texts, whose id is a pure function of them).
+_PARSED: dict[str, Uuid] = {}
 
 _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 

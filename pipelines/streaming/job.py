@@ -30,7 +30,7 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch
+from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch, unpack_output
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
@@ -46,8 +46,9 @@ DEFAULT_BUCKETS = 4
 #: The state layout a checkpoint of this job holds, written beside it (``kraft-jbod-state.json``): a checkpoint
 #: of another layout — an older job, another bucket count — is refused before Spark reads its state. Layout 3: a
 #: bucket's grouping key is chosen for its state partition (``pipelines.streaming.placement``), and the file
-#: records the partition count the keys were chosen for.
-STATE_LAYOUT_VERSION = 3
+#: records the partition count the keys were chosen for. Layout 4: the broker → partitions index has 8 buckets
+#: per broker, not 64 (``pipelines.streaming.processor.BROKER_INDEX_BUCKETS``).
+STATE_LAYOUT_VERSION = 4
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
@@ -55,6 +56,9 @@ DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failu
 
 #: Settings every session of the job needs, whatever the profile says: the RocksDB state store
 #: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
+#: The JVM options of the driver and the executors: the C1 JIT alone (see :data:`DEFAULT_CONF`).
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 REQUIRED_CONF: Mapping[str, str] = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -71,12 +75,19 @@ DEFAULT_CONF: Mapping[str, str] = {
     # pyspark's worker daemon without a per-task re-read of the jars on the workers' path (≈ 0.8 s a task):
     # pipelines/streaming/daemon.py.
     "spark.python.daemon.module": "pipelines.streaming.daemon",
+    # The JVM's share of the job is light (Arrow in and out of the Python workers, the state store's socket, a few
+    # packets through the shuffle), but C2, the optimizing JIT, spent half of the JVM's CPU compiling it — as much as
+    # the Python workers' replay on the 20 k cluster. C1 alone halved the JVM's CPU and cut the run by a third
+    # (docs/state-design.md, "Packets and the JIT").
+    "spark.driver.extraJavaOptions": JIT_OPTIONS,
+    "spark.executor.extraJavaOptions": JIT_OPTIONS,
 }
 
 
 #: Settings of :data:`DEFAULT_CONF` that describe how the driver JVM was started and where it listens: under
 #: spark-submit they are spark-submit's (``--driver-memory``, the host it runs on), so the job does not add them.
-LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host"})
+LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host",
+                              "spark.driver.extraJavaOptions"})
 
 
 def submitted_conf() -> dict[str, str] | None:
@@ -274,7 +285,7 @@ class _Sink:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        rows = settle_batch(df.toArrow(), self._halted)
+        rows = settle_batch(unpack_output(df.toArrow()), self._halted)
         computed = time.monotonic()
         written = self._writer.write_batch(batch_id, rows) if rows.num_rows else {}
         self.stats.append(BatchStats(batch_id, rows.num_rows, written, time.monotonic() - started,

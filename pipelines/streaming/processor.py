@@ -80,13 +80,23 @@ from pipelines.streaming.codec import (
     partition_from_json,
     partition_to_json,
     row_to_entry,
+    unpack_rows,
 )
 
-#: The operator's output schema.
-OUTPUT_SCHEMA = "cluster_id string, ord long, table string, payload string, bucket int, at long"
+#: The operator's output schema: packets of a bucket's output rows (``cluster_id, ord, table, payload, bucket,
+#: at``, see :class:`RowSink`), one list per column, at most :data:`OUTPUT_PACKET_ROWS` rows each — one Spark row
+#: costs the JVM the same conversions and copies whatever it holds (:func:`unpack_output` on the driver).
+OUTPUT_SCHEMA = ("cluster_id string, bucket int, ords array<long>, tables array<string>, payloads array<string>, "
+                 "ats array<long>")
 
-#: Buckets per broker of the broker → partitions index. Fixed in the checkpoint: changing it needs a new one.
-BROKER_INDEX_BUCKETS = 64
+#: Output rows per output packet.
+OUTPUT_PACKET_ROWS = 50_000
+
+#: Buckets per broker of the broker → partitions index: listing a broker is this many state reads (≈ 100 µs each,
+#: a round trip to the JVM), adding a partition to it rewrites one of them. 64 made the index reads a tenth of the
+#: operator's time on the 20 k cluster (every batch fences or restarts most brokers). Fixed in the checkpoint
+#: (state layout 4): changing it needs a new one.
+BROKER_INDEX_BUCKETS = 8
 
 
 #: Chunks of a cluster bucket's ``partitions`` state: a state value holds every partition of one chunk, so a batch
@@ -466,16 +476,39 @@ class ClusterReplayProcessor(StatefulProcessor):
         # The grouping key of a bucket is chosen for its state partition (pipelines.streaming.placement); the bucket
         # is the key modulo the bucket count.
         cluster_id, bucket = str(key[0]), int(key[1]) % self._buckets
-        frames = list(rows)
-        batch = pd.concat(frames, ignore_index=True).sort_values("seq", kind="stable") if frames else None
-        sink = replay_bucket(cluster_id, batch, self._meta, self._maps, bucket, self._buckets, self._gap)
-        out = pd.DataFrame(sink.rows, columns=["cluster_id", "ord", "table", "payload"])
-        out["bucket"] = bucket
-        out["at"] = pd.array(sink.at, dtype="Int64")
-        yield out
+        packets = sorted(((int(s), p) for frame in rows for s, p in zip(frame["seq"], frame["rows"], strict=True)),
+                         key=lambda packet: packet[0])
+        records = [row for _seq, packet in packets for row in unpack_rows(cluster_id, packet)]
+        sink = replay_bucket(cluster_id, records or None, self._meta, self._maps, bucket, self._buckets, self._gap)
+        yield from _output_packets(sink, bucket)
 
     def close(self) -> None:
         pass
+
+
+def _output_packets(sink: RowSink, bucket: int) -> Iterator[pd.DataFrame]:
+    """A bucket's output rows as :data:`OUTPUT_SCHEMA` packets (none for a batch without output)."""
+    rows, at = sink.rows, sink.at
+    for start in range(0, len(rows), OUTPUT_PACKET_ROWS):
+        part = rows[start:start + OUTPUT_PACKET_ROWS]
+        _clusters, ords, tables, payloads = zip(*part, strict=True)
+        yield pd.DataFrame({"cluster_id": [sink.cluster_id], "bucket": [bucket], "ords": [list(ords)],
+                            "tables": [list(tables)], "payloads": [list(payloads)],
+                            "ats": [at[start:start + OUTPUT_PACKET_ROWS]]})
+
+
+def unpack_output(packets: pa.Table) -> pa.Table:
+    """The operator's output packets (:data:`OUTPUT_SCHEMA`, as the sink collects them) as one row per output row:
+    ``cluster_id, ord, table, payload, bucket, at`` — columnar, no row becomes a Python object."""
+    lists = packets.column("ords").combine_chunks()
+    owner = pc.list_parent_indices(lists)
+    return pa.table({
+        "cluster_id": pc.take(packets.column("cluster_id"), owner),
+        "ord": pc.list_flatten(lists),
+        "table": pc.list_flatten(packets.column("tables").combine_chunks()),
+        "payload": pc.list_flatten(packets.column("payloads").combine_chunks()),
+        "bucket": pc.take(packets.column("bucket"), owner),
+        "at": pc.list_flatten(packets.column("ats").combine_chunks())})
 
 
 def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState,
@@ -485,7 +518,8 @@ def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueS
     return replay_bucket(cluster_id, batch, meta_state, maps, gap_state=gap_state).rows
 
 
-def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState, maps: Mapping[str, MapState],
+def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | None, meta_state: ValueState,
+                  maps: Mapping[str, MapState],
                   bucket: int = 0, buckets: int = 1, gap_state: ValueState | None = None) -> RowSink:
     """Replay one cluster bucket's rows of one micro-batch; store the changed keys; return its output. A record
     that cannot replay after a range the source skipped (a ``gap`` row, policy ``skip``, sent to every bucket;
@@ -498,7 +532,7 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | None, meta_state: Value
         raise InputError(f"cluster {cluster_id}: its state was written with {stored_buckets} replay buckets, this "
                          f"run has {buckets}: a partition's bucket would change; replay into new tables from a new "
                          "checkpoint, or run with the bucket count of the checkpoint")
-    records = [] if batch is None else _row_dicts(batch)
+    records = [] if batch is None else batch if isinstance(batch, list) else _row_dicts(batch)
     origin = origin or (records[0]["input"] if records else "log")
     snapshot_index = {int(r["offset"]): int(r["snapshot_index"]) for r in records
                       if r["kind"] == "snapshot" and _opt_int(r.get("snapshot_index")) is not None}

@@ -26,8 +26,11 @@ tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batc
 query's checkpoint: Spark asks a restarted reader for its latest offset before saying where the stream stands, so
 the reader reads the start from the checkpoint's offset log to apply the cap), ``endOffsets`` (JSON offsets the
 stream stops at: ``AvailableNow`` for a source without admission control), ``buckets`` (replay buckets per cluster,
-``jbod_model.buckets``: a row's ``bucket`` column says which bucket replays it; a record every bucket replays is
-emitted once per bucket).
+``jbod_model.buckets``: a row's ``bucket`` says which bucket replays it; a record every bucket replays goes to each).
+
+The stream's rows are packets: consecutive input rows of one cluster bucket
+(:class:`~pipelines.streaming.codec.InputRow`, ``pipelines.streaming.codec.pack_rows``), at most :data:`PACKET_ROWS`
+each, keyed by the bucket's grouping key.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from jbod_model.buckets import check_buckets
 from jbod_model.dumplog import DumpLogReader, ErrorPolicy
@@ -54,7 +57,7 @@ from jbod_model.storage.log_reader import ReadPolicy, ReadReport
 from jbod_model.storage.metadata_dir import MetadataLog, MetadataLogDir, read_snapshot_entries
 from jbod_model.storage.tail import TailScan, scan_tail
 from jbod_model.stream import read_jsonl
-from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
+from pipelines.streaming.codec import InputRow, entry_to_row, pack_rows, row_buckets
 from pipelines.streaming.placement import bucket_keys
 
 SOURCE_NAME = "kraft_metadata"
@@ -529,8 +532,9 @@ def _read_jsonl_tail(ci: ClusterInput, path: str, data: bytes, stop: int, seq: i
 # The Spark data source
 
 
-def input_schema() -> StructType:
-    """The rows' Spark schema, derived from :class:`~pipelines.streaming.codec.InputRow` (never written by hand)."""
+def row_schema() -> StructType:
+    """An input row's columns as a Spark schema, derived from :class:`~pipelines.streaming.codec.InputRow` (never
+    written by hand)."""
     types = {"str": StringType(), "int": LongType()}
     hints = get_type_hints(InputRow)
     fields = []
@@ -540,6 +544,15 @@ def input_schema() -> StructType:
         spark_type = IntegerType() if f.name in ("version", "leader_epoch") else types[base]
         fields.append(StructField(f.name, spark_type, nullable="None" in hint))
     return StructType(fields)
+
+
+def input_schema() -> StructType:
+    """The stream's Spark schema: packets (``pipelines.streaming.codec.pack_rows``) of consecutive input rows of one
+    cluster bucket — ``cluster_id``, ``bucket`` (the bucket's grouping key, ``pipelines.streaming.placement``),
+    ``seq`` (the first row's) and ``rows``."""
+    fields = {f.name: f for f in row_schema().fields}
+    return StructType([fields["cluster_id"], fields["bucket"], fields["seq"],
+                       StructField("rows", BinaryType(), nullable=False)])
 
 
 def source_options(paths: Sequence[str | Path], *, cluster_id: str | None = None,
@@ -720,8 +733,9 @@ def _later(a: Position | None, b: Position) -> Position:
     return b if tuple(b[k] for k in key) >= tuple(a[k] for k in key) else a
 
 
-#: The position of ``bucket`` in a row's tuple: the source writes the bucket's grouping key there.
-_BUCKET_COLUMN = [f.name for f in dataclasses.fields(InputRow)].index("bucket")
+#: Input rows per packet (``pipelines.streaming.codec.pack_rows``): large enough that Spark's cost per row vanishes,
+#: small enough that a micro-batch's packets of one bucket still stream through the operator's Arrow batches.
+PACKET_ROWS = 4096
 
 
 class _Partition(InputPartition):
@@ -757,12 +771,20 @@ class _StreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
-        keys = partition.keys
+        cluster_id, keys = partition.ci.cluster_id, partition.keys
+        # Each bucket's rows, in order, until a packet is full: a packet holds consecutive rows of one bucket.
+        pending: list[list[InputRow]] = [[] for _ in keys]
         for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
                               final=partition.final, buckets=partition.buckets):
-            for routed in fan_out(row, partition.buckets):
-                values = routed.as_tuple()
-                yield (*values[:_BUCKET_COLUMN], keys[routed.bucket], *values[_BUCKET_COLUMN + 1:])
+            for bucket in row_buckets(row, partition.buckets):
+                rows = pending[bucket]
+                rows.append(row)
+                if len(rows) >= PACKET_ROWS:
+                    yield cluster_id, keys[bucket], rows[0].seq, pack_rows(rows)
+                    pending[bucket] = []
+        for bucket, rows in enumerate(pending):
+            if rows:
+                yield cluster_id, keys[bucket], rows[0].seq, pack_rows(rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.seen(end)

@@ -15,6 +15,7 @@ from jbod_model.errors import InputError
 from pipelines.cli import app
 from pipelines.cli.shared import EXIT_INPUT
 from pipelines.scheduling.jobs import JOBS_FILE, JobsFile, expand_args, load_jobs, run_order, variables
+from pipelines.streaming.job import JIT_OPTIONS
 
 runner = CliRunner(env={"COLUMNS": "200"})
 REPO = Path(__file__).resolve().parents[3]
@@ -255,8 +256,9 @@ jobs:
     assert argv[argv.index("--master") + 1] == "spark://127.0.0.1:7077"
     assert argv[argv.index("--driver-memory") + 1] == "3g"
     # The driver logs warnings and errors only: the file is the package's, read by the JVM as it starts.
-    java = argv[argv.index("--driver-java-options") + 1]
-    log4j = Path(java.removeprefix("-Dlog4j2.configurationFile="))
+    java = argv[argv.index("--driver-java-options") + 1].split()
+    assert java[1:] == [JIT_OPTIONS]
+    log4j = Path(java[0].removeprefix("-Dlog4j2.configurationFile="))
     assert log4j == REPO / "pipelines" / "cli" / "log4j2.properties" and "rootLogger.level = warn" in log4j.read_text()
     script = Path(argv[argv.index("--file") - 4])
     assert script == REPO / "pipelines" / "cli" / "__main__.py" and script.is_file()
