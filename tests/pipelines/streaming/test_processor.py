@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from test_quality_support import FakeMapState, FakeValueState
 
@@ -21,7 +22,8 @@ from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from pipelines.lakehouse.tables import ENTITIES, plan_batch
-from pipelines.streaming.codec import InputRow, entry_to_row, fan_out
+from pipelines.streaming import processor
+from pipelines.streaming.codec import InputRow, entry_to_row, fan_out, pack_rows, unpack_rows
 from pipelines.streaming.job import check_state_layout
 from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_rows
 
@@ -262,3 +264,39 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
     (layout2 / "kraft-jbod-state.json").write_text('{"version": 2, "buckets": 4}')
     with pytest.raises(JbodError, match="holds state layout 2"):
         check_state_layout(layout2, 4)
+
+
+class _FakeHandle:
+    """What ``ClusterReplayProcessor.init`` asks of Spark's StatefulProcessorHandle, in memory."""
+
+    def getValueState(self, name: str, schema: str) -> FakeValueState:
+        return FakeValueState()
+
+    def getMapState(self, name: str, key: str, value: str) -> FakeMapState:
+        return FakeMapState()
+
+
+def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source's packets (``pack_rows``) into the processor, its output packets flattened by the driver
+    (``unpack_output``): the same rows, in the same order, as the operator over plain rows — packets cut anywhere."""
+    entries = churn_log(ChurnSpec(seed=5, brokers=3, dirs_per_broker=2, topics=2, partitions_per_topic=3,
+                                  replication_factor=2, operations=30, noop_share=0.2))
+    rows = [entry_to_row("c", "record", e.offset, e) for e in entries]
+    assert all(r.__class__ is InputRow for r in rows)
+    unpacked = unpack_rows("c", pack_rows(rows))
+    assert unpacked == [{k: v for k, v in dataclasses.asdict(r).items() if k != "bucket"} for r in rows]
+    expected = replay_batch("c", _frame(entries), FakeValueState(), {n: FakeMapState() for n in MAP_STATES})
+
+    monkeypatch.setattr(processor, "OUTPUT_PACKET_ROWS", 7)
+    proc = processor.ClusterReplayProcessor(1)
+    proc.init(_FakeHandle())  # type: ignore[arg-type]
+    packets = [pd.DataFrame({"seq": [rows[i].seq], "rows": [pack_rows(rows[i:i + 5])]}) for i in range(0, len(rows), 5)]
+    out = list(proc.handleInputRows(("c", 0), iter(packets[::-1]), None))  # type: ignore[arg-type]
+    assert len(out) == -(-len(expected) // 7) > 1
+    schema = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("ords", pa.list_(pa.int64())),
+                        ("tables", pa.list_(pa.string())), ("payloads", pa.list_(pa.string())),
+                        ("ats", pa.list_(pa.int64()))])
+    flat = processor.unpack_output(pa.concat_tables(pa.Table.from_pandas(f, schema=schema, preserve_index=False)
+                                                    for f in out))
+    assert [(r["cluster_id"], r["ord"], r["table"], r["payload"]) for r in flat.to_pylist()] == expected
+    assert processor.unpack_output(pa.Table.from_pylist([], schema=schema)).num_rows == 0
