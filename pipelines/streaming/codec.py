@@ -187,11 +187,8 @@ def row_buckets(row: InputRow, buckets: int) -> Sequence[int]:
 
 def fan_out(row: InputRow, buckets: int) -> Iterator[InputRow]:
     """The row as each bucket that replays it receives it (:func:`row_buckets`)."""
-    if row.bucket != ALL_BUCKETS and row.kind != "gap":
-        yield row
-        return
-    for bucket in range(buckets):
-        yield dataclasses.replace(row, bucket=bucket)
+    for bucket in row_buckets(row, buckets):
+        yield row if bucket == row.bucket else dataclasses.replace(row, bucket=bucket)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -213,8 +210,10 @@ def pack_rows(rows: Iterable[InputRow]) -> bytes:
 
 def unpack_rows(cluster_id: str, packet: bytes) -> list[dict[str, Any]]:
     """The rows of a packet (:func:`pack_rows`), as the operator reads them: by column name."""
-    return [{"cluster_id": cluster_id, **dict(zip(PACKED_FIELDS, values, strict=True))}
-            for values in orjson.loads(packet)]
+    rows = [dict(zip(PACKED_FIELDS, values, strict=True)) for values in orjson.loads(packet)]
+    for row in rows:
+        row["cluster_id"] = cluster_id
+    return rows
 
 
 def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:

@@ -54,11 +54,11 @@ STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
 DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failure.jsonl"
 
-#: Settings every session of the job needs, whatever the profile says: the RocksDB state store
-#: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
 #: The JVM options of the driver and the executors: the C1 JIT alone (see :data:`DEFAULT_CONF`).
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 
+#: Settings every session of the job needs, whatever the profile says: the RocksDB state store
+#: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
 REQUIRED_CONF: Mapping[str, str] = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
