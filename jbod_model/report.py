@@ -702,10 +702,7 @@ class IncidentTracker(BatchFeed):
             reg = after.cluster.brokers.get(b)
             if reg is not None and reg.directories:
                 self._last_dirs[b] = frozenset(reg.directories)
-            for pk in self._hosted.get(b, ()):
-                part = after.topics.get_partition(*pk)
-                if part is not None:
-                    self._set_offline(after, pk, b, part.directory(b))
+            self._reindex_broker(after, b)
         self._image = after
         self._add_point(at_end)
 
@@ -896,6 +893,13 @@ class IncidentTracker(BatchFeed):
         else:
             self._leaderless.pop(pk, None)
 
+    def _reindex_broker(self, image: MetadataImage, b: int) -> None:
+        """The offline state of every replica the broker hosts, after its registration changed."""
+        for pk in self._hosted.get(b, ()):
+            part = image.topics.get_partition(*pk)
+            if part is not None:
+                self._set_offline(image, pk, b, part.directory(b))
+
     def _set_offline(self, image: MetadataImage, pk: PartitionKey, b: int, d: Uuid) -> None:
         reason = offline_reason(image.cluster, b, d)
         if reason is None:
@@ -975,9 +979,10 @@ class SparseIncidentTracker(IncidentTracker):
     number of open directory failures after each batch instead.
     """
 
-    def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_closed_incidents: int | None = 1000) -> None:
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_closed_incidents: int | None = 1000,
+                 max_series_points: int = 10_000) -> None:
         self._sparse = False
-        super().__init__(image, max_closed_incidents=max_closed_incidents)
+        super().__init__(image, max_closed_incidents=max_closed_incidents, max_series_points=max_series_points)
         # The base image's incidents are found by the tracker's own seeding (it indexes the whole image once).
         self._sparse = True
 
@@ -986,9 +991,9 @@ class SparseIncidentTracker(IncidentTracker):
         if not self._sparse:
             super()._index(image, pk, old, new, at)
 
-    def _set_offline(self, image: MetadataImage, pk: PartitionKey, b: int, d: Uuid) -> None:
+    def _reindex_broker(self, image: MetadataImage, b: int) -> None:
         if not self._sparse:
-            super()._set_offline(image, pk, b, d)
+            super()._reindex_broker(image, b)
 
     def _add_point(self, at: LogPosition) -> None:
         if not self._sparse:
