@@ -234,12 +234,12 @@ class TablePartitions:
             self._key_index: list[int] = [0, *pc.cumulative_sum(pc.cast(differs, pa.int64())).to_pylist()]
         else:
             firsts, self._key_index = [], []
-        heads = versions.take(firsts)
+        heads = versions.take(pa.array(firsts, pa.int64()))
         ids = _uuids(heads.column("topic_id"))
         self._unique: list[PartitionKey] = [(ids[t], p) for t, p in zip(
             heads.column("topic_id").to_pylist(), heads.column("partition_id").to_pylist(), strict=True)]
         self._range: dict[PartitionKey, tuple[int, int]] = {
-            pk: (lo, hi) for pk, lo, hi in zip(self._unique, firsts, [*firsts[1:], n], strict=True)}
+            pk: (lo, hi) for pk, lo, hi in zip(self._unique, firsts, [*firsts[1:], n][:len(firsts)], strict=True)}
         # The rows by start offset, and those that ended by end offset: what changed between two offsets.
         by_start = pc.sort_indices(versions.column("start"))
         self._start_rows: list[int] = by_start.to_pylist()
