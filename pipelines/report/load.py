@@ -4,14 +4,13 @@
 :func:`load_from_inputs` replays metadata files (``open_inputs`` + ``StreamRunner``, requests run through the
 reference controller) and feeds a :class:`~jbod_model.report.ReportTracker` as it goes; :func:`load_from_tables`
 reads the Spark job's tables (``--tables DIR [--cluster C] [--as-of-offset N]``) into the same image and history
-a replay of the input with the same ``--as-of-offset N`` gives: the ``records`` table holds every record replayed
-— read, or written by the reference controller — with its offset, batch and time;
-``pipelines.lakehouse.tables.log_entries`` gives the latest snapshot at or before N as the base image and the records
-after it, which an :class:`~jbod_model.report.IncidentTracker` replays (incidents, the offline series, leaderless
-partitions), while the placement clocks come from the history tables without a replay
-(:func:`pending_from_tables`, :mod:`jbod_model.report_rows`). :func:`load_from_records` replays records into image
-and history with the full :class:`~jbod_model.report.ReportTracker`. :func:`jbod_model.report.build_report` then
-builds the report, and :mod:`pipelines.report.render` draws it.
+a replay of the input with the same ``--as-of-offset N`` gives, without replaying the log
+(:func:`history_from_tables`): the image from the current and history tables, the placement clocks, leaderless
+partitions and the offline series' counts from the history tables' intervals (:mod:`jbod_model.report_rows`), the
+incidents from a :class:`~jbod_model.report.SparseIncidentTracker` that replays only the broker records and reads
+the partitions it follows from the history tables (:class:`TablePartitions`). :func:`load_from_records` replays
+records into image and history with the full :class:`~jbod_model.report.ReportTracker`.
+:func:`jbod_model.report.build_report` then builds the report, and :mod:`pipelines.report.render` draws it.
 
 Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties
 files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``--tables``, from the
