@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from report_support import batches, register
 from test_quality_support import write_lakehouse
 
-from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
@@ -19,31 +19,14 @@ from jbod_model.records.metadata import (
     PartitionChangeRecord,
     PartitionRecord,
     Record,
-    RegisterBrokerRecord,
     TopicRecord,
 )
 from jbod_model.report import IncidentKind, ReportHistory, ReportTracker, Resolution
 from jbod_model.uuid import Uuid
 from pipelines.report.load import load_from_tables
 
-T0 = 1_714_550_400_000
 A1, A2, B1, B2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(4))
 ORDERS = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
-
-
-def batches(*groups: tuple[int, list[Record]]) -> list[LogEntry]:
-    """Consecutive offsets; each group is one batch written at T0 + the given seconds."""
-    out: list[LogEntry] = []
-    for seconds, records in groups:
-        base = len(out)
-        out += [LogEntry(offset=base + i, record=r, batch_base_offset=base, timestamp=T0 + seconds * 1000)
-                for i, r in enumerate(records)]
-    return out
-
-
-def register(broker: int, epoch: int, dirs: tuple[Uuid, ...], fenced: bool = False) -> RegisterBrokerRecord:
-    return RegisterBrokerRecord(broker_id=broker, broker_epoch=epoch, fenced=fenced, log_dirs=dirs,
-                                incarnation_id=Uuid.from_bytes(bytes([broker, epoch]) * 8))
 
 
 #: Offsets 0-6: two brokers with two disks each; orders-0 [1,2] on A1/B1 (leader 1), orders-1 [2,1] on B2/A1,
