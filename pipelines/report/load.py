@@ -215,8 +215,8 @@ class TablePartitions:
         bound = -1 if upto is None else upto
         self._versions = entity_versions(tables, ENTITIES["partition"], cluster, bound,
                                          self._COLUMNS).combine_chunks()
-        # Each version's registration once built (a followed partition is read at the start and end of every batch
-        # it changes in), and the directory ids parsed once.
+        # The registrations the last call built (a followed partition is read at the end of one batch and at the
+        # start of the next), and the directory ids parsed once.
         self._built: dict[int, tuple[str, PartitionRegistration]] = {}
         self._uuids: dict[str, Uuid] = {}
         versions, n = self._versions, self._versions.num_rows
@@ -260,7 +260,10 @@ class TablePartitions:
                 found[pk] = i
         if not found:
             return {}
-        cache = self._built
+        # Only the registrations of the last call are kept: a batch reads its partitions as of its start, which is
+        # the previous batch's end, and keeping every version built would hold the whole history in memory.
+        cache = {i: self._built[i] for i in found.values() if i in self._built}
+        self._built = cache
         missing = [i for i in found.values() if i not in cache]
         if missing:
             taken = self._versions.take(missing)
