@@ -1,12 +1,14 @@
-"""How long the parts of a report's history that already come from the tables take (issue #14, ``report --tables``):
-in-process, so that the replay that ``jbod report --tables`` still runs for the incidents and the offline series is
-not the noise. Times, in one run, each of
+"""How long the parts of a report's history from the tables take (issue #14, ``report --tables``), in-process, so
+that interpreter start-up and rendering are not the noise. Times, in one run, each of
 
 * ``observed_from_tables`` — the batches a replay observes, from the ``records`` table's positions (no ``data``);
 * ``pending_from_tables`` — the placement clocks (I12) from ``replica_assignment_history``, ``broker_history`` and
   ``feature_history``;
 * ``leaderless_from_tables`` — since when each leaderless partition has been so, from ``partition_history`` and the
   partition records of the batches that started a stretch;
+* ``history_from_tables`` — everything ``jbod report --tables`` loads: the image (``metadata_image``) and the whole
+  history, the three parts above included, the incidents by a ``SparseIncidentTracker`` and the offline series from
+  the intervals;
 
 at the latest offset and as of ``--as-of-offset N`` when given, with ``--repeat`` runs each (the median is printed).
 With ``--duckdb RECORDS.jsonl`` the DuckDB whole-log image (``../shared/bench/duckdb_baseline.py``) is timed in the
@@ -15,8 +17,9 @@ same run as the anchor::
     python benchmarks/report_rows_benchmark.py TABLES [--cluster C] [--as-of-offset N] [--repeat 3]
         [--duckdb ~/.cache/kraft-jbod/clusters/<shape>/records.jsonl]
 
-``--replay`` also replays the ``records`` table with an ``IncidentTracker`` (what ``jbod report --tables`` still
-does; minutes at 200 k partitions) and checks that its ``leaderless_since`` equals the tables' answer. Read-only.
+``--replay`` also replays the ``records`` table with an ``IncidentTracker`` (what ``jbod report --tables`` did before;
+minutes at 200 k partitions) and checks that its incidents, offline series and ``leaderless_since`` equal the
+tables' answer. Read-only.
 Not part of the test suite.
 """
 
@@ -39,7 +42,12 @@ from jbod_model.image import EMPTY_IMAGE
 from jbod_model.records.entry import LogEntry
 from jbod_model.report import IncidentTracker
 from pipelines.lakehouse.tables import log_entries, resolve_cluster
-from pipelines.report.load import leaderless_from_tables, observed_from_tables, pending_from_tables
+from pipelines.report.load import (
+    history_from_tables,
+    leaderless_from_tables,
+    observed_from_tables,
+    pending_from_tables,
+)
 
 T = TypeVar("T")
 
@@ -75,14 +83,21 @@ def main() -> None:
                                            partial(leaderless_from_tables, args.tables, cluster, observed))
         print(f"{label:14s} leaderless_from_tables {secs:7.2f} s  ({len(leaderless)} leaderless partitions)",
               flush=True)
+        secs, (_image, history) = _median_seconds(args.repeat,
+                                                  partial(history_from_tables, args.tables, cluster, n))
+        print(f"{label:14s} history_from_tables    {secs:7.2f} s  ({len(history.incidents)} incidents, "
+              f"{len(history.offline_series)} series points)", flush=True)
         if args.replay:
             start = time.perf_counter()
             base, entries = log_entries(args.tables, cluster, n)
             tracker = IncidentTracker(base if base is not None else EMPTY_IMAGE)
             tracker.feed_all(e for e in entries if isinstance(e, LogEntry))
-            same = dict(tracker.leaderless_since()) == leaderless
+            same = (dict(tracker.leaderless_since()) == leaderless == dict(history.leaderless_since)
+                    and tracker.incidents() == history.incidents
+                    and tracker.offline_series() == history.offline_series
+                    and tracker.dropped_incidents == history.dropped_incidents)
             print(f"{label:14s} replay (decode + IncidentTracker) {time.perf_counter() - start:7.1f} s; "
-                  f"leaderless_since equal: {same}", flush=True)
+                  f"incidents, series and leaderless_since equal: {same}", flush=True)
     if args.duckdb is not None:
         with tempfile.TemporaryDirectory() as scratch:
             start = time.perf_counter()

@@ -27,6 +27,8 @@ cache), min ISR is :meth:`ControllerContext.topic_effective_min_isr`, pending pl
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import itertools
 from abc import ABC, abstractmethod
 from collections import deque
@@ -34,12 +36,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 from jbod_model.controller.context import ControllerConfig, ControllerContext
 from jbod_model.directory_id import MIGRATING, UNASSIGNED, DirectoryState, is_reserved
 from jbod_model.errors import InputError, ReplayFault
-from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
+from jbod_model.image import (
+    EMPTY_IMAGE,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
 from jbod_model.invariants import InvariantTracker
 from jbod_model.meta_properties import DirInventoryRow
 from jbod_model.records.entry import LogEntry
@@ -525,6 +534,14 @@ def _settled(incident: _Incident, a: _Affected) -> bool:
     return leader_ok and isr_ok and incident.ended is not None
 
 
+def _moved(incident: _Incident, part: PartitionRegistration) -> bool:
+    """The incident's broker no longer holds a replica of the partition where it hit it: out of the replica set, or,
+    while a directory failure is open, in another directory."""
+    b = incident.broker_id
+    return b not in part.replicas or (incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
+                                      and part.directory(b) != incident.directory)
+
+
 def _trigger_of(record: Record) -> Trigger:
     """The trigger named by the last broker record of a batch for that broker."""
     if isinstance(record, RegisterBrokerRecord):
@@ -630,10 +647,8 @@ class IncidentTracker(BatchFeed):
     def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> None:
         if not entries:
             return
-        before, after = self._image, image_after
+        before = self._image
         ts = next((e.timestamp for e in entries if e.timestamp is not None), None)
-        if ts is not None:
-            self._last_ts = ts
         touched: dict[PartitionKey, int] = {}
         removed: dict[Uuid, int] = {}
         brokers: dict[int, tuple[int, Record]] = {}
@@ -653,19 +668,30 @@ class IncidentTracker(BatchFeed):
             for pid in topic.partitions if topic is not None else ():
                 if (tid, pid) not in touched:
                     gone[(tid, pid)] = offset
+        self._observe(before, image_after, touched, gone,
+                      {b: (offset, _trigger_of(rec)) for b, (offset, rec) in brokers.items()},
+                      LogPosition(entries[-1].offset, ts))
 
+    def _observe(self, before: MetadataImage, after: MetadataImage, touched: Mapping[PartitionKey, int],
+                 gone: Mapping[PartitionKey, int], brokers: Mapping[int, tuple[int, Trigger]],
+                 at_end: LogPosition) -> None:
+        """One batch, from what it did: the partitions its records touched and those its topic removals deleted
+        (each with the offset of its last record on it), the brokers its records named (the last record's offset
+        and the trigger it names), and where it ended (its last committed offset, its first time)."""
+        ts = at_end.timestamp
+        if ts is not None:
+            self._last_ts = ts
         # 1. What became of partitions earlier incidents hit (before this batch's own incidents start: a leader
         #    lost and re-elected in one batch was never missing). Follow-ups are dated by their batch: the
         #    controller answers one AlterPartition or reassignment with one batch, and the timeline groups by it.
-        at_end = LogPosition(entries[-1].offset, ts)
         for pk in (*touched, *gone):
             self._follow_up(pk, after.topics.get_partition(*pk), at_end)
         # 2. Broker transitions start and end incidents, judged against the index as it was before the batch.
         changed = [b for b in sorted(brokers)
                    if before.cluster.brokers.get(b) != after.cluster.brokers.get(b)]
         for b in changed:
-            offset, rec = brokers[b]
-            self._broker_transition(b, before, after, LogPosition(offset, ts), _trigger_of(rec))
+            offset, trigger = brokers[b]
+            self._broker_transition(b, before, after, LogPosition(offset, ts), trigger)
         # 3. Indexes and the series.
         for pk, offset in gone.items():
             self._index(after, pk, before.topics.get_partition(*pk), None, LogPosition(offset, ts))
@@ -676,10 +702,7 @@ class IncidentTracker(BatchFeed):
             reg = after.cluster.brokers.get(b)
             if reg is not None and reg.directories:
                 self._last_dirs[b] = frozenset(reg.directories)
-            for pk in self._hosted.get(b, ()):
-                part = after.topics.get_partition(*pk)
-                if part is not None:
-                    self._set_offline(after, pk, b, part.directory(b))
+            self._reindex_broker(after, b)
         self._image = after
         self._add_point(at_end)
 
@@ -802,9 +825,7 @@ class IncidentTracker(BatchFeed):
                     a.leader_restored = at
                 if a.lost_isr and a.isr_restored is None and b in part.isr:
                     a.isr_restored = at
-                if a.moved is None and (b not in part.replicas or (
-                        incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
-                        and part.directory(b) != incident.directory)):
+                if a.moved is None and _moved(incident, part):
                     a.moved = at
             if _settled(incident, a):
                 if incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None:
@@ -872,6 +893,13 @@ class IncidentTracker(BatchFeed):
         else:
             self._leaderless.pop(pk, None)
 
+    def _reindex_broker(self, image: MetadataImage, b: int) -> None:
+        """The offline state of every replica the broker hosts, after its registration changed."""
+        for pk in self._hosted.get(b, ()):
+            part = image.topics.get_partition(*pk)
+            if part is not None:
+                self._set_offline(image, pk, b, part.directory(b))
+
     def _set_offline(self, image: MetadataImage, pk: PartitionKey, b: int, d: Uuid) -> None:
         reason = offline_reason(image.cluster, b, d)
         if reason is None:
@@ -880,16 +908,22 @@ class IncidentTracker(BatchFeed):
             self._offline[(pk[0], pk[1], b)] = reason
 
     def _add_point(self, at: LogPosition) -> None:
-        point = SeriesPoint(at=at, offline_replicas=len(self._offline), leaderless_partitions=len(self._leaderless),
-                            failed_directories=len(self._open_dirs))
-        if self._series:
-            last = self._series[-1]
-            if (last.offline_replicas, last.leaderless_partitions, last.failed_directories) == (
-                    point.offline_replicas, point.leaderless_partitions, point.failed_directories):
-                return
-        self._series.append(point)
-        if len(self._series) > self._max_points:
-            self._series = _thin(self._series)
+        self._series = add_series_point(self._series, SeriesPoint(
+            at=at, offline_replicas=len(self._offline), leaderless_partitions=len(self._leaderless),
+            failed_directories=len(self._open_dirs)), self._max_points)
+
+
+def add_series_point(series: list[SeriesPoint], point: SeriesPoint, max_points: int) -> list[SeriesPoint]:
+    """The offline series with the point after one more batch: kept only when a count changed, and the series
+    halved (:func:`_thin`) once it holds more than ``max_points``. Returns the list to keep (``series`` itself, or
+    the thinned copy)."""
+    if series:
+        last = series[-1]
+        if (last.offline_replicas, last.leaderless_partitions, last.failed_directories) == (
+                point.offline_replicas, point.leaderless_partitions, point.failed_directories):
+            return series
+    series.append(point)
+    return _thin(series) if len(series) > max_points else series
 
 
 def _thin(points: list[SeriesPoint]) -> list[SeriesPoint]:
@@ -899,6 +933,186 @@ def _thin(points: list[SeriesPoint]) -> list[SeriesPoint]:
     kept = [max(middle[i:i + 2], key=lambda p: (p.offline_replicas, p.leaderless_partitions, p.failed_directories))
             for i in range(0, len(middle), 2)]
     return [points[0], *kept, points[-1]]
+
+
+# -- the incidents from stored partition states -----------------------------------------------------------------
+
+
+class PartitionHistory(Protocol):
+    """The partitions' states as stored beside the log (the Spark job's history tables, read by
+    ``pipelines.report.load``), which a :class:`SparseIncidentTracker` reads instead of replaying every partition
+    record. A state "at" offset N is the one after every record that took effect by N."""
+
+    def states(self, keys: Iterable[PartitionKey],
+               offset: int) -> Mapping[PartitionKey, tuple[str, PartitionRegistration]]:
+        """Those of ``keys`` that exist at ``offset``: each with its topic's name and its registration."""
+
+    def changed(self, after: int, upto: int) -> Iterable[PartitionKey]:
+        """The partitions whose state changed (created, changed, deleted) in (after, upto]."""
+
+    def hosted(self, broker_id: int, offset: int) -> Mapping[PartitionKey, Uuid]:
+        """The partitions with a replica on the broker at ``offset``, and the directory of each."""
+
+    def next_changes(self, keys: Iterable[PartitionKey], after: int) -> Mapping[PartitionKey, int]:
+        """For each of ``keys``, the first offset after ``after`` at which its state changes (absent: never)."""
+
+    def next_touches(self, keys: Iterable[PartitionKey], after: int) -> Mapping[PartitionKey, int]:
+        """For each of ``keys``, the first offset after ``after`` at which a committed PartitionRecord or
+        PartitionChangeRecord on it takes effect, whether it changes the state or not (absent: never)."""
+
+
+class SparseIncidentTracker(IncidentTracker):
+    """The :class:`IncidentTracker`'s incidents without replaying every batch: the same rules (its own methods),
+    run only at the batches where they can change something, on images that hold only the partitions those rules
+    read there, taken from a :class:`PartitionHistory`.
+
+    Why that is enough: an incident starts or ends only in a batch that changes a broker's registration (the broker
+    records are replayed, a few hundred in a log of millions); it reads the broker's hosted partitions as they were
+    before the batch (``hosted``) and, of those, only the ones the batch changed (a fencing's ISR shrinks) or that
+    sit in a directory the broker no longer lists (a failed disk's) — an unchanged partition in an online directory
+    can neither have lost anything in the batch nor be on the failed disk. A followed partition can only recover,
+    move or go at a batch that changes its state (``next_changes``) — a state that held already would have been
+    seen at the previous change — except where it already held when the incident started: then the tracker sees it
+    at the next batch with any record on the partition (``next_touches``). The offline replicas and leaderless
+    partitions, which the tracker counts for its series, are not kept here
+    (:func:`jbod_model.report_rows.offline_series` counts them from stored intervals): :meth:`run` gives the
+    number of open directory failures after each batch instead.
+    """
+
+    def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_closed_incidents: int | None = 1000,
+                 max_series_points: int = 10_000) -> None:
+        self._sparse = False
+        super().__init__(image, max_closed_incidents=max_closed_incidents, max_series_points=max_series_points)
+        # The base image's incidents are found by the tracker's own seeding (it indexes the whole image once).
+        self._sparse = True
+
+    def _index(self, image: MetadataImage, pk: PartitionKey, old: PartitionRegistration | None,
+               new: PartitionRegistration | None, at: LogPosition) -> None:
+        if not self._sparse:
+            super()._index(image, pk, old, new, at)
+
+    def _reindex_broker(self, image: MetadataImage, b: int) -> None:
+        if not self._sparse:
+            super()._reindex_broker(image, b)
+
+    def _add_point(self, at: LogPosition) -> None:
+        if not self._sparse:
+            super()._add_point(at)
+
+    def run(self, ends: Sequence[int], first_times: Sequence[int | None],
+            broker_entries: Mapping[int, Sequence[LogEntry]], partitions: PartitionHistory) -> list[int]:
+        """Observe the batches that end at ``ends`` (each one's last committed offset; ``first_times``: each one's
+        first batch time, what the tracker dates with), of which ``broker_entries`` gives, by batch index, the
+        committed broker records (RegisterBroker, BrokerRegistrationChange, UnregisterBroker, FenceBroker,
+        UnfenceBroker) in the order they took effect. Returns the number of open directory failures after each
+        batch."""
+        start = self._image.last_offset
+        cluster = MetadataImage(features=self._image.features, cluster=self._image.cluster, last_offset=start)
+        due: dict[int, set[PartitionKey]] = {}
+        pending = list(broker_entries)
+        heapq.heapify(pending)
+
+        def schedule(found: Mapping[PartitionKey, int]) -> None:
+            for pk, offset in found.items():
+                k = bisect.bisect_left(ends, offset)
+                if k < len(ends):
+                    due.setdefault(k, set()).add(pk)
+                    heapq.heappush(pending, k)
+
+        schedule(partitions.next_changes(list(self._watch), start))
+        open_dirs: list[int] = []
+        last_ts = None
+        done = -1
+        while pending:
+            k = heapq.heappop(pending)
+            if k <= done:
+                continue
+            open_dirs.extend([len(self._open_dirs)] * (k - done - 1))
+            done = k
+            prev, end = ends[k - 1] if k else start, ends[k]
+            touched = {pk for pk in due.pop(k, ()) if pk in self._watch}
+            named: dict[int, tuple[int, Trigger]] = {}
+            after = cluster
+            entries = broker_entries.get(k, ())
+            if entries:
+                delta = MetadataDelta(cluster)
+                for entry in entries:
+                    rec = entry.record
+                    try:
+                        delta.replay(rec, entry.offset)
+                    except ReplayFault as fault:
+                        raise fault.located(offset=entry.offset, source=entry.source) from None
+                    if isinstance(rec, (FenceBrokerRecord, UnfenceBrokerRecord)):
+                        broker = rec.id
+                    elif isinstance(rec, (RegisterBrokerRecord, BrokerRegistrationChangeRecord,
+                                          UnregisterBrokerRecord)):
+                        broker = rec.broker_id
+                    else:
+                        raise InputError(f"the record at offset {entry.offset} is not a broker record")
+                    named[broker] = (entry.offset, _trigger_of(rec))
+                after = delta.apply()
+            needed = set(touched)
+            batch_changes: set[PartitionKey] | None = None
+            for b in sorted(named):
+                if cluster.cluster.brokers.get(b) == after.cluster.brokers.get(b):
+                    continue
+                hosted = partitions.hosted(b, prev)
+                self._hosted[b] = set(hosted)
+                if batch_changes is None:
+                    batch_changes = set(partitions.changed(prev, end))
+                reg = after.cluster.brokers.get(b)
+                online = frozenset(reg.directories) if reg is not None else None
+                needed.update(pk for pk, d in hosted.items()
+                              if pk in batch_changes or (online is not None and d not in online))
+            first_new = self._next_id
+            self._observe(_partial(cluster, partitions.states(needed, prev), prev),
+                          _partial(after, partitions.states(needed, end), end),
+                          dict.fromkeys(sorted(touched, key=_pk_order), end), {}, named,
+                          LogPosition(end, first_times[k]))
+            cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)
+            open_dirs.append(len(self._open_dirs))
+            # What to look at next: the partitions followed on after this batch, at their next change, or their
+            # next record where the incident found them already moved.
+            followed = {pk for pk in touched if pk in self._watch}
+            fresh: set[PartitionKey] = set()
+            for i in range(first_new, self._next_id):
+                incident = self._incidents.get(i)
+                if incident is None:
+                    continue
+                for pk in incident.partitions:
+                    if pk in self._watch:
+                        part = self._image.topics.get_partition(*pk)
+                        if part is not None and any(a.moved is None and x is incident and _moved(x, part)
+                                                    for x, a in self._watch[pk]):
+                            fresh.add(pk)
+                        else:
+                            followed.add(pk)
+            if followed:
+                schedule(partitions.next_changes(followed, end))
+            if fresh:
+                schedule(partitions.next_touches(fresh, end))
+        open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))
+        for ts in first_times:
+            if ts is not None:
+                last_ts = ts
+        if last_ts is not None:
+            self._last_ts = last_ts
+        if ends:
+            self._image = MetadataImage(features=cluster.features, cluster=cluster.cluster, last_offset=ends[-1])
+        return open_dirs
+
+
+def _partial(image: MetadataImage, states: Mapping[PartitionKey, tuple[str, PartitionRegistration]],
+             offset: int) -> MetadataImage:
+    """``image``'s features and brokers with only the partitions in ``states``, at ``offset``."""
+    topics: dict[Uuid, dict[int, PartitionRegistration]] = {}
+    names: dict[Uuid, str] = {}
+    for (tid, pid), (name, part) in states.items():
+        topics.setdefault(tid, {})[pid] = part
+        names[tid] = name
+    by_id = {tid: TopicImage(name=names[tid], id=tid, partitions=parts) for tid, parts in topics.items()}
+    return MetadataImage(features=image.features, cluster=image.cluster,
+                         topics=TopicsImage(by_id, {t.name: tid for tid, t in by_id.items()}), last_offset=offset)
 
 
 # -- one replay, every history the report needs -----------------------------------------------------------------

@@ -26,7 +26,7 @@ from jbod_model.errors import InputError
 from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.metadata_version import MetadataVersion
 from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
-from jbod_model.report import LogPosition, PartitionKey, ReplicaKey
+from jbod_model.report import LogPosition, PartitionKey, ReplicaKey, SeriesPoint, add_series_point
 from jbod_model.uuid import Uuid
 
 _BEGIN, _END, _ABORT = (BeginTransactionRecord.TYPE_NAME, EndTransactionRecord.TYPE_NAME,
@@ -310,3 +310,26 @@ def _no_point_in(offsets: Sequence[int], lo: int, hi: int) -> bool:
     """No observed position in [lo, hi)."""
     i = bisect.bisect_left(offsets, lo)
     return i == len(offsets) or offsets[i] >= hi
+
+
+def counts_at(points: Sequence[int], starts: Iterable[int], ends: Iterable[int]) -> list[int]:
+    """How many intervals hold each of ``points`` (sorted offsets): the intervals given by their ``starts``
+    (inclusive) and by the ``ends`` (exclusive) of those that ended — a sweep, one bisect per point."""
+    lo, hi = sorted(starts), sorted(ends)
+    return [bisect.bisect_right(lo, p) - bisect.bisect_right(hi, p) for p in points]
+
+
+def offline_series(seed: SeriesPoint | None, batches: Sequence[ObservedBatch], offline: Sequence[int],
+                   leaderless: Sequence[int], failed: Sequence[int], max_points: int = 10_000,
+                   ) -> tuple[SeriesPoint, ...]:
+    """``IncidentTracker.offline_series()`` after a replay that starts from an image whose point is ``seed`` (what
+    the tracker adds for a snapshot's image; None: the empty image, which adds none) and observes ``batches``,
+    after each of which ``offline``, ``leaderless`` and ``failed`` give the
+    counts (the offline replicas and leaderless partitions are the image's, :func:`counts_at` of the
+    ``offline_replicas`` intervals and the leader -1 versions; the failed directories, the open directory-failure
+    incidents, :meth:`~jbod_model.report.SparseIncidentTracker.run`'s). A point per batch whose counts changed,
+    dated by the batch's end and first time, thinned as the tracker thins it."""
+    series = [] if seed is None else [seed]
+    for batch, o, ldr, f in zip(batches, offline, leaderless, failed, strict=True):
+        series = add_series_point(series, SeriesPoint(LogPosition(batch.end, batch.first_ts), o, ldr, f), max_points)
+    return tuple(series)

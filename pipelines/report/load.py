@@ -4,14 +4,13 @@
 :func:`load_from_inputs` replays metadata files (``open_inputs`` + ``StreamRunner``, requests run through the
 reference controller) and feeds a :class:`~jbod_model.report.ReportTracker` as it goes; :func:`load_from_tables`
 reads the Spark job's tables (``--tables DIR [--cluster C] [--as-of-offset N]``) into the same image and history
-a replay of the input with the same ``--as-of-offset N`` gives: the ``records`` table holds every record replayed
-— read, or written by the reference controller — with its offset, batch and time;
-``pipelines.lakehouse.tables.log_entries`` gives the latest snapshot at or before N as the base image and the records
-after it, which an :class:`~jbod_model.report.IncidentTracker` replays (incidents, the offline series, leaderless
-partitions), while the placement clocks come from the history tables without a replay
-(:func:`pending_from_tables`, :mod:`jbod_model.report_rows`). :func:`load_from_records` replays records into image
-and history with the full :class:`~jbod_model.report.ReportTracker`. :func:`jbod_model.report.build_report` then
-builds the report, and :mod:`pipelines.report.render` draws it.
+a replay of the input with the same ``--as-of-offset N`` gives, without replaying the log
+(:func:`history_from_tables`): the image from the current and history tables, the placement clocks, leaderless
+partitions and the offline series' counts from the history tables' intervals (:mod:`jbod_model.report_rows`), the
+incidents from a :class:`~jbod_model.report.SparseIncidentTracker` that replays only the broker records and reads
+the partitions it follows from the history tables (:class:`TablePartitions`). :func:`load_from_records` replays
+records into image and history with the full :class:`~jbod_model.report.ReportTracker`.
+:func:`jbod_model.report.build_report` then builds the report, and :mod:`pipelines.report.render` draws it.
 
 Disks are named by path through :class:`~jbod_model.report.DirectoryPaths`: from ``--dirs`` (meta.properties
 files or folders; ``--as-root`` for copies of brokers' filesystems) and, with ``--tables``, from the
@@ -21,6 +20,7 @@ and ``jbod image`` load the same way.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -31,20 +31,29 @@ from typing import Any
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
 from jbod_model.gaps import GapConsequences
-from jbod_model.image import EMPTY_IMAGE, MetadataImage
+from jbod_model.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration
 from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import NO_LEADER, PartitionChangeRecord, PartitionRecord
+from jbod_model.records.metadata import (
+    NO_LEADER,
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
 from jbod_model.report import (
     DirectoryPaths,
-    IncidentTracker,
     LogPosition,
     PartitionKey,
     ReplicaKey,
     ReportHistory,
     ReportTracker,
+    SparseIncidentTracker,
     run_and_track,
 )
 from jbod_model.report_rows import (
@@ -54,11 +63,14 @@ from jbod_model.report_rows import (
     ObservedBatch,
     PartitionTouch,
     PlacementVersion,
+    counts_at,
     leaderless_batches,
     leaderless_since,
     observed_batches,
+    offline_series,
     pending_since,
 )
+from jbod_model.slots import gc_paused
 from jbod_model.sources import open_inputs
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry, StreamRunner
@@ -112,22 +124,274 @@ def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int
     ``as_of_offset`` inclusive or the time ``as_of`` (None: the latest), and the cluster read. Where the job's
     replay of the cluster stopped (``replay_faults``) is passed on as a warning: the tables, and so the report,
     end before it."""
-    from pipelines.lakehouse.tables import log_entries, replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+    from pipelines.lakehouse.tables import replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
 
     cid = resolve_cluster(tables, cluster)
     n = resolve_as_of(tables, cid, as_of_offset, as_of)
-    base, entries = log_entries(tables, cid, n)
-    # The incidents and the offline series still come from a replay; the placement clocks and since when each
-    # partition has been leaderless come from the history tables (jbod_model.report_rows), so the replay needs no
-    # InvariantTracker.
-    tracker = IncidentTracker(base if base is not None else EMPTY_IMAGE)
-    tracker.feed_all(e for e in track(entries) if isinstance(e, LogEntry))
-    observed = observed_from_tables(tables, cid, n)
-    history = replace(tracker.history(pending_from_tables(tables, cid, observed)),
-                      leaderless_since=MappingProxyType(leaderless_from_tables(tables, cid, observed)))
+    with gc_paused():
+        image, history = history_from_tables(tables, cid, n)
     stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
                     f"{f['message']}" for f in replay_faults(tables, cid))
-    return ReportData(image=tracker.image, history=history, skipped=stopped), cid
+    return ReportData(image=image, history=history, skipped=stopped), cid
+
+
+def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_incidents: int | None = 1000,
+                        max_series_points: int = 10_000) -> tuple[MetadataImage, ReportHistory]:
+    """The image and the report's history of cluster ``cid`` as of offset ``n`` (None: the latest) without replaying
+    the log: equal to what a :class:`~jbod_model.report.ReportTracker` replaying the ``records`` table gives. The
+    image from the current and history tables (``metadata_image``); the placement clocks, leaderless partitions and
+    the offline series' counts from the history tables' intervals (:mod:`jbod_model.report_rows`); the incidents
+    by a :class:`~jbod_model.report.SparseIncidentTracker`, which replays only the broker records and reads the
+    partitions it follows from ``partition_history`` and ``replica_assignment_history`` (:class:`TablePartitions`).
+    ``max_closed_incidents`` and ``max_series_points`` bound the history as the tracker's do."""
+    from pipelines.lakehouse.tables import log_entries, metadata_image  # noqa: PLC0415 - pyarrow/deltalake
+
+    observed = observed_from_tables(tables, cid, n)
+    upto = observed.last
+    # The snapshot the log starts from, if any (its image seeds the incidents open in it); the records after it,
+    # a lazy iterator, are not read.
+    base, _ = log_entries(tables, cid, n)
+    start = base if base is not None else EMPTY_IMAGE
+    tracker = SparseIncidentTracker(start, max_closed_incidents=max_closed_incidents,
+                                    max_series_points=max_series_points)
+    # The tracker seeded from the base image adds its first point (counted on the whole image) as the replay does.
+    seed = tracker.offline_series()
+    ends = [b.end for b in observed.batches]
+    partitions = TablePartitions(tables, cid, upto, observed.snapshot)
+    failed = tracker.run(ends, [b.first_ts for b in observed.batches], _broker_entries(tables, cid, observed),
+                         partitions)
+    offline = partitions.offline_spans()
+    leaderless = partitions.leaderless_spans()
+    series = offline_series(seed[0] if seed else None, observed.batches, counts_at(ends, *offline),
+                            counts_at(ends, *leaderless), failed, max_series_points)
+    history = replace(tracker.history(pending_from_tables(tables, cid, observed)), offline_series=series,
+                      leaderless_since=MappingProxyType(leaderless_from_tables(tables, cid, observed)))
+    return metadata_image(tables, cid, n), history
+
+
+#: The records that change a broker's registration: all an incident starts or ends with.
+_BROKER_RECORDS = (RegisterBrokerRecord, BrokerRegistrationChangeRecord, UnregisterBrokerRecord, FenceBrokerRecord,
+                   UnfenceBrokerRecord)
+
+
+def _broker_entries(tables: Path, cluster: str, observed: Observed) -> dict[int, list[LogEntry]]:
+    """The committed broker records after the snapshot by the last observed batch, by the index of the batch they
+    take effect in (``applied_offset``: their own, or their transaction's end), in the order they do."""
+    from pipelines.lakehouse.tables import query, record_from_row  # noqa: PLC0415 - pyarrow/deltalake
+
+    upto = observed.last
+    if upto is None or not observed.batches:
+        return {}
+    types = ", ".join(f"'{t.TYPE_NAME}'" for t in _BROKER_RECORDS)
+    after = "" if observed.snapshot is None else f' AND "offset" > {int(observed.snapshot)}'
+    rows = query(tables, "records", 'SELECT "offset", applied_offset, type, version, data, payload, source FROM t '
+                                    f"WHERE cluster_id = '{cluster.replace(chr(39), chr(39) * 2)}' AND origin <> "
+                                    f"'snapshot' AND type IN ({types}) AND applied_offset IS NOT NULL AND "
+                                    f"applied_offset <= {int(upto)}{after}").to_pylist()
+    ends = [b.end for b in observed.batches]
+    out: dict[int, list[LogEntry]] = {}
+    for row in sorted(rows, key=lambda r: (r["applied_offset"], r["offset"])):
+        k = bisect.bisect_left(ends, row["applied_offset"])
+        out.setdefault(k, []).append(LogEntry(offset=row["offset"], record=record_from_row(
+            row["type"], row["version"], row["data"], row["payload"]), source=row["source"]))
+    return out
+
+
+class TablePartitions:
+    """:class:`~jbod_model.report.PartitionHistory` from the tables: the cluster's ``partition_history`` versions
+    that start by ``upto`` (read once, indexed by partition and by start and end offsets), the replicas' versions
+    (``replica_assignment_history``, by broker) and the ``offline_replicas`` intervals."""
+
+    _COLUMNS = ("topic_name", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
+                "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
+
+    def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None) -> None:
+        import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+
+        self._tables, self._cluster, self._upto, self._snapshot = tables, cluster, upto, snapshot
+        bound = -1 if upto is None else upto
+        self._versions = entity_versions(tables, ENTITIES["partition"], cluster, bound,
+                                         self._COLUMNS).combine_chunks()
+        # The registrations the last call built (a followed partition is read at the end of one batch and at the
+        # start of the next), and the directory ids parsed once.
+        self._built: dict[int, tuple[str, PartitionRegistration]] = {}
+        self._uuids: dict[str, Uuid] = {}
+        versions, n = self._versions, self._versions.num_rows
+        self._starts: list[int] = versions.column("start").to_pylist()
+        self._ends: list[int | None] = versions.column("end").to_pylist()
+        # Rows come ordered by partition, then start: each partition's rows are one range, found by where the key
+        # differs from the previous row's (vectorised: a million versions at 200 k partitions).
+        if n:
+            topic, partition = versions.column("topic_id"), versions.column("partition_id")
+            differs = pc.or_(pc.not_equal(topic.slice(1), topic.slice(0, n - 1)),
+                             pc.not_equal(partition.slice(1), partition.slice(0, n - 1)))
+            firsts = [0, *(i + 1 for i in pc.indices_nonzero(differs).to_pylist())]
+            # Each row's partition, as an index into the partitions: how many key changes precede it.
+            self._key_index: list[int] = [0, *pc.cumulative_sum(pc.cast(differs, pa.int64())).to_pylist()]
+        else:
+            firsts, self._key_index = [], []
+        heads = versions.take(pa.array(firsts, pa.int64()))
+        ids = _uuids(heads.column("topic_id"))
+        self._unique: list[PartitionKey] = [(ids[t], p) for t, p in zip(
+            heads.column("topic_id").to_pylist(), heads.column("partition_id").to_pylist(), strict=True)]
+        self._range: dict[PartitionKey, tuple[int, int]] = {
+            pk: (lo, hi) for pk, lo, hi in zip(self._unique, firsts, [*firsts[1:], n][:len(firsts)], strict=True)}
+        # The rows by start offset, and those that ended by end offset: what changed between two offsets.
+        by_start = pc.sort_indices(versions.column("start"))
+        self._start_rows: list[int] = by_start.to_pylist()
+        self._sorted_starts: list[int] = versions.column("start").take(by_start).to_pylist()
+        ended = pc.indices_nonzero(pc.is_valid(versions.column("end")))
+        ends = versions.column("end").take(ended)
+        by_end = pc.sort_indices(ends)
+        self._end_rows: list[int] = ended.take(by_end).to_pylist()
+        self._sorted_ends: list[int] = ends.take(by_end).to_pylist()
+        self._replicas: Any = None
+        self._broker_rows: dict[int, Any] = {}
+
+    def states(self, keys: Iterable[PartitionKey],
+               offset: int) -> dict[PartitionKey, tuple[str, PartitionRegistration]]:
+        found: dict[PartitionKey, int] = {}
+        for pk in keys:
+            i = self._at(pk, offset)
+            if i is not None:
+                found[pk] = i
+        if not found:
+            return {}
+        # Only the registrations of the last call are kept: a batch reads its partitions as of its start, which is
+        # the previous batch's end, and keeping every version built would hold the whole history in memory.
+        cache = {i: self._built[i] for i in found.values() if i in self._built}
+        self._built = cache
+        missing = [i for i in found.values() if i not in cache]
+        if missing:
+            taken = self._versions.take(missing)
+            uuids = self._uuids
+            for i, (name, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk) in zip(missing, zip(
+                    *(taken.column(c).to_pylist() for c in self._COLUMNS), strict=True), strict=True):
+                directories = []
+                for d in dirs:
+                    parsed = uuids.get(d)
+                    if parsed is None:
+                        parsed = uuids[d] = Uuid.from_string(d)
+                    directories.append(parsed)
+                cache[i] = (name, PartitionRegistration(
+                    replicas=tuple(replicas), directories=tuple(directories), isr=tuple(isr),
+                    removing_replicas=tuple(removing), adding_replicas=tuple(adding), elr=tuple(elr),
+                    last_known_elr=tuple(lk), leader=leader, leader_recovery_state=lrs, leader_epoch=le,
+                    partition_epoch=pe))
+        return {pk: cache[i] for pk, i in found.items()}
+
+    def _at(self, pk: PartitionKey, offset: int) -> int | None:
+        """The row of the partition's version at ``offset``, if it existed then."""
+        span = self._range.get(pk)
+        if span is None:
+            return None
+        i = bisect.bisect_right(self._starts, offset, span[0], span[1]) - 1
+        if i < span[0]:
+            return None
+        end = self._ends[i]
+        return i if end is None or end > offset else None
+
+    def changed(self, after: int, upto: int) -> set[PartitionKey]:
+        out: set[PartitionKey] = set()
+        for offsets, rows in ((self._sorted_starts, self._start_rows), (self._sorted_ends, self._end_rows)):
+            lo, hi = bisect.bisect_right(offsets, after), bisect.bisect_right(offsets, upto)
+            unique, key_of = self._unique, self._key_index
+            out.update(unique[key_of[i]] for i in rows[lo:hi])
+        return out
+
+    def hosted(self, broker_id: int, offset: int) -> dict[PartitionKey, Uuid]:
+        import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+        rows = self._replica_rows(broker_id)
+        if rows is None:
+            return {}
+        live = pc.and_kleene(pc.less_equal(rows.column("start"), offset),
+                             pc.or_kleene(pc.is_null(rows.column("end")), pc.greater(rows.column("end"), offset)))
+        rows = rows.filter(live)
+        topics = _uuids(rows.column("topic_id"))
+        dirs = _uuids(rows.column("directory"))
+        return {(topics[t], p): dirs[d] for t, p, d in zip(*(rows.column(c).to_pylist() for c in (
+            "topic_id", "partition_id", "directory")), strict=True)}
+
+    def _replica_rows(self, broker_id: int) -> Any:
+        if self._replicas is None:
+            import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+            from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+
+            bound = -1 if self._upto is None else self._upto
+            replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound, ["directory"])
+            replicas = replicas.take(pc.sort_indices(replicas, sort_keys=[("broker_id", "ascending")]))
+            brokers = replicas.column("broker_id").to_pylist()
+            self._replicas = replicas
+            lo = 0
+            for i in range(1, len(brokers) + 1):
+                if i == len(brokers) or brokers[i] != brokers[lo]:
+                    self._broker_rows[brokers[lo]] = (lo, i)
+                    lo = i
+        span = self._broker_rows.get(broker_id)
+        return None if span is None else self._replicas.slice(span[0], span[1] - span[0])
+
+    def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
+        out: dict[PartitionKey, int] = {}
+        for pk in keys:
+            span = self._range.get(pk)
+            if span is None:
+                continue
+            i = bisect.bisect_right(self._starts, after, span[0], span[1])
+            found = self._starts[i] if i < span[1] else None
+            if i > span[0]:
+                end = self._ends[i - 1]
+                if end is not None and end > after and (found is None or end < found):
+                    found = end
+            if found is not None:
+                out[pk] = found
+        return out
+
+    def next_touches(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
+        import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        from pipelines.lakehouse.tables import query  # noqa: PLC0415 - pyarrow/deltalake
+
+        wanted = {f"{t}:{p}": (t, p) for t, p in keys}
+        if not wanted or self._upto is None:
+            return {}
+        types = ", ".join(f"'{t.TYPE_NAME}'" for t in (PartitionRecord, PartitionChangeRecord))
+        found = query(self._tables, "records", "SELECT applied_offset, data FROM t WHERE cluster_id = "
+                                               f"'{self._cluster.replace(chr(39), chr(39) * 2)}' AND origin <> "
+                                               f"'snapshot' AND type IN ({types}) AND applied_offset > {int(after)} "
+                                               f"AND applied_offset <= {int(self._upto)}")
+        data = found.column("data")
+        names = _partition_keys(pc.struct_field(pc.extract_regex(data, _TOPIC_ID), 0),
+                                pc.struct_field(pc.extract_regex(data, _PARTITION_ID), 0))
+        mine = pc.is_in(names, value_set=pa.array(sorted(wanted), pa.string()))
+        out: dict[PartitionKey, int] = {}
+        for name, applied in zip(names.filter(mine).to_pylist(), found.column("applied_offset").filter(
+                mine).to_pylist(), strict=True):
+            pk = wanted[name]
+            if pk not in out or applied < out[pk]:
+                out[pk] = applied
+        return out
+
+    def leaderless_spans(self) -> tuple[list[int], list[int]]:
+        """The starts, and the ends of those that ended, of the versions without a leader."""
+        return self._spans([i for i, leader in enumerate(self._versions.column("leader").to_pylist())
+                            if leader == NO_LEADER])
+
+    def _spans(self, rows: list[int]) -> tuple[list[int], list[int]]:
+        return ([self._starts[i] for i in rows], [e for e in (self._ends[i] for i in rows) if e is not None])
+
+    def offline_spans(self) -> tuple[list[int], list[int]]:
+        """The starts, and the ends of those that ended, of the ``offline_replicas`` intervals."""
+        from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+
+        bound = -1 if self._upto is None else self._upto
+        rows = entity_versions(self._tables, ENTITIES["offline"], self._cluster, bound, [])
+        return rows.column("start").to_pylist(), [e for e in rows.column("end").to_pylist() if e is not None]
 
 
 @dataclass(frozen=True, slots=True)

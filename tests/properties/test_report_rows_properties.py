@@ -5,7 +5,9 @@ log batches at random (transactions spanning them included). ``pending_since`` e
 the job writes it (its own operator, ``tests/support/test_quality_support.write_lakehouse``, in random micro-batch
 sizes, sometimes from a snapshot), the report history read back by ``pipelines.report.load.load_from_tables`` (placement
 clocks from the history tables) against a :class:`~jbod_model.report.ReportTracker` replaying the same records,
-as of random offsets."""
+as of random offsets — and the whole history: the incidents of a
+:class:`~jbod_model.report.SparseIncidentTracker`, the offline series from the intervals, also with the tracker's
+bounds so small that closed incidents are forgotten and the series is thinned."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
 from jbod_model.report import BatchFeed, LogPosition, ReportTracker
 from jbod_model.report_rows import batch_ends
-from pipelines.report.load import load_from_tables
+from pipelines.report.load import history_from_tables, load_from_tables
 
 START_MS = 1_700_000_000_000
 
@@ -106,6 +108,12 @@ def test_report_history_from_the_tables_equals_the_replay(data: st.DataObject, l
             assert dict(got.history.pending_since) == dict(want.pending_since), as_of
             assert dict(got.history.leaderless_since) == dict(want.leaderless_since), as_of
             assert got.history == want, as_of
+            # Bounded as the tracker bounds it: old closed incidents forgotten, the series thinned.
+            _, bounded = history_from_tables(tables, "c", as_of, max_closed_incidents=1, max_series_points=3)
+            tracker = ReportTracker(snapshot if snapshot is not None else EMPTY_IMAGE, max_closed_incidents=1,
+                                    max_series_points=3)
+            tracker.feed_all(e for e in rest if e.offset <= as_of)
+            assert bounded == tracker.history(), as_of
 
 
 def _outside_transactions(log: Sequence[LogEntry]) -> list[int]:

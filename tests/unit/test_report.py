@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from report_support import T0, batches, register
 
 from jbod_model.directory_id import UNASSIGNED, DirectoryState
 from jbod_model.errors import InputError
@@ -23,7 +24,6 @@ from jbod_model.records.metadata import (
     PartitionChangeRecord,
     PartitionRecord,
     Record,
-    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -67,25 +67,9 @@ def labels(refs: object) -> set[str]:
 # ---------------------------------------------------------------------------------------------------------------
 # A synthetic log with timestamps: broker 1's disk A1 fails, the broker comes back with it, ISRs recover.
 
-T0 = 1_714_550_400_000  # 2024-05-01 08:00:00 UTC
 A1, A2, B1, B2, C1, C2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(6))
 T_ORDERS = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
 T_PENDING = Uuid.from_string("cYmH5bB1QyuZJd0WkA7bYg")
-
-
-def batches(*groups: tuple[int, list[Record]]) -> list[LogEntry]:
-    """Consecutive offsets; each group is one batch written at T0 + the given seconds."""
-    out: list[LogEntry] = []
-    for seconds, records in groups:
-        base = len(out)
-        out += [LogEntry(offset=base + i, record=r, batch_base_offset=base, timestamp=T0 + seconds * 1000)
-                for i, r in enumerate(records)]
-    return out
-
-
-def register(broker: int, epoch: int, dirs: tuple[Uuid, ...], fenced: bool = False) -> RegisterBrokerRecord:
-    return RegisterBrokerRecord(broker_id=broker, broker_epoch=epoch, fenced=fenced, log_dirs=dirs,
-                                incarnation_id=Uuid.from_bytes(bytes([broker, epoch]) * 8))
 
 
 def prelude() -> list[tuple[int, list[Record]]]:

@@ -1,0 +1,89 @@
+"""The incidents ``report --tables`` gives (a :class:`~jbod_model.report.SparseIncidentTracker` over the tables the
+job's own operator writes) against a :class:`~jbod_model.report.ReportTracker` replaying the same records, on the
+cases the generated logs of the hypothesis property rarely reach: a directory failure that ends by the broker
+returning with the disk, and one whose replica already left the failed disk in the failure's own batch — which the
+tracker dates by the next record on the partition (here one that changes nothing but the partition epoch), so the
+sparse tracker must follow it from the failure's batch on although nothing about it changes later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from report_support import batches, register
+from test_quality_support import write_lakehouse
+
+from jbod_model.records.metadata import (
+    NO_LEADER,
+    BrokerRegistrationChangeRecord,
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    TopicRecord,
+)
+from jbod_model.report import IncidentKind, ReportHistory, ReportTracker, Resolution
+from jbod_model.uuid import Uuid
+from pipelines.report.load import load_from_tables
+
+A1, A2, B1, B2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(4))
+ORDERS = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
+
+
+#: Offsets 0-6: two brokers with two disks each; orders-0 [1,2] on A1/B1 (leader 1), orders-1 [2,1] on B2/A1,
+#: orders-2 [1] on A1 alone.
+PRELUDE: list[tuple[int, list[Record]]] = [
+    (0, [FeatureLevelRecord(name="metadata.version", feature_level=21)]),
+    (1, [register(1, 1, (A1, A2)), register(2, 2, (B1, B2))]),
+    (2, [TopicRecord(name="orders", topic_id=ORDERS),
+         PartitionRecord(version=1, topic_id=ORDERS, partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1,
+                         directories=(A1, B1)),
+         PartitionRecord(version=1, topic_id=ORDERS, partition_id=1, replicas=(2, 1), isr=(2, 1), leader=2,
+                         directories=(B2, A1)),
+         PartitionRecord(version=1, topic_id=ORDERS, partition_id=2, replicas=(1,), isr=(1,), leader=1,
+                         directories=(A1,))]),
+]
+RECOVERY: list[tuple[int, list[Record]]] = [
+    (300, [register(1, 20, (A1, A2), fenced=True)]),  # the broker restarts with the disk back
+    (310, [BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=20, fenced=-1)]),  # unfenced
+    (330, [PartitionChangeRecord(topic_id=ORDERS, partition_id=2, leader=1),
+           PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2, 1)),
+           PartitionChangeRecord(topic_id=ORDERS, partition_id=1, isr=(2, 1))]),
+]
+
+
+def _both(tables: Path, groups: list[tuple[int, list[Record]]]) -> tuple[ReportHistory, ReportHistory]:
+    entries = batches(*groups)
+    write_lakehouse(tables, "c", entries, batch_size=3)
+    got, _ = load_from_tables(tables, "c")
+    tracker = ReportTracker()
+    tracker.feed_all(entries)
+    assert got.history is not None
+    return got.history, tracker.history()
+
+
+def test_a_directory_failure_that_ends_with_the_disk_back(tmp_path: Path) -> None:
+    failure = (60, [  # what handleDirectoriesOffline writes for A1, in one batch
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=1, isr=(2,)),
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=2, leader=NO_LEADER),
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, log_dirs=(A2,)),
+    ])
+    got, want = _both(tmp_path, [*PRELUDE, failure, *RECOVERY])
+    assert got == want
+    incident = next(i for i in want.incidents if i.kind is IncidentKind.DIRECTORY_FAILURE)
+    assert incident.resolution is Resolution.DIRECTORY_RETURNED and len(incident.partitions) == 3
+
+
+def test_a_replica_moved_off_the_disk_in_the_failure_batch_is_dated_by_its_next_record(tmp_path: Path) -> None:
+    moved_first = (60, [  # offsets 7-9: orders-2's only replica leaves A1 in the failure's own batch
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, log_dirs=(A2,)),
+    ])
+    untouched = (90, [PartitionChangeRecord(topic_id=ORDERS, partition_id=2)])  # offset 10: only the partition epoch
+    got, want = _both(tmp_path, [*PRELUDE, moved_first, untouched, *RECOVERY])
+    assert got == want
+    incident = next(i for i in want.incidents if i.kind is IncidentKind.DIRECTORY_FAILURE)
+    assert incident.directory == A1
+    moved = {p.partition.partition_id: p.moved for p in incident.partitions}
+    assert moved[2] is not None and moved[2].offset == 10  # dated by that record
