@@ -582,7 +582,7 @@ class IncrementalReplayer:
             return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False)
         if kind is not PartitionChangeRecord and kind is not PartitionRecord:
             return None
-        assert isinstance(record, PartitionChangeRecord | PartitionRecord)
+        record = cast("PartitionChangeRecord | PartitionRecord", record)
         topic_id, partition_id = record.topic_id, record.partition_id
         name = self._topic_name(topic_id)
         if name is None:
