@@ -798,11 +798,18 @@ class IncrementalReplayer:
         effects: dict[tuple[int, Uuid], tuple[OfflineReason | None, OfflineReason | None, DirectoryState] | None] = {}
         names: dict[Uuid, str] = {}
         out: list[ReplicaChange] = []
+        # The partition reads of :meth:`_partition`, inlined: this loop runs once per replica on the brokers.
+        pending, cached, read = self._writes.partitions, self._partitions, self._reader.partition
         for key, changes in via_brokers.items():
-            topic_id, pid = key
-            part = self._partition(topic_id, pid)
+            part = pending.get(key, _ABSENT)
+            if part is _ABSENT:
+                part = cached.get(key, _ABSENT)
+                if part is _ABSENT:
+                    part = cached[key] = read(*key)
             if part is None:
                 continue
+            part = cast("PartitionRegistration", part)
+            topic_id, pid = key
             replicas = part.replicas
             for change in sorted(changes, key=_change_key) if len(changes) > 1 else changes:
                 broker_id = change.key
@@ -813,16 +820,16 @@ class IncrementalReplayer:
                     else len(replicas) - 1 - replicas[::-1].index(broker_id)
                 directory = part.directories[at]
                 effect_key = (broker_id, directory)
-                if effect_key in effects:
-                    effect = effects[effect_key]
-                else:
+                effect = effects.get(effect_key, _ABSENT)
+                if effect is _ABSENT:
                     before = registration_offline_reason(change.old, directory)
                     after = registration_offline_reason(change.new, directory)
                     effect = effects[effect_key] = None if before == after \
                         else (before, after, DirectoryState.of(directory))
                 if effect is None:
                     continue
-                old_reason, new_reason, state = effect
+                old_reason, new_reason, state = cast("tuple[OfflineReason | None, OfflineReason | None, "
+                                                     "DirectoryState]", effect)
                 name = names.get(topic_id)
                 if name is None:
                     name = names[topic_id] = name_after(topic_id) or ""
