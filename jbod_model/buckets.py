@@ -32,11 +32,13 @@ whole image, so request streams run in one bucket.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Final
 
-from jbod_model.changes import Step
+from jbod_model.changes import PartitionChange, ReplicaChange, Step
 from jbod_model.errors import InputError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord, Record
@@ -59,20 +61,38 @@ def partition_bucket(topic_id: Uuid, partition_id: int, buckets: int) -> int:
     partitions stay its own across micro-batches and restarts."""
     if buckets == 1:
         return 0
-    return zlib.crc32(topic_id.to_bytes() + (partition_id & 0xFFFFFFFF).to_bytes(4, "big")) % buckets
+    # CRC-32 runs over its input left to right: the topic id's share is computed once per topic and continued
+    # with the partition id's 4 bytes (zlib.crc32(b, zlib.crc32(a)) == zlib.crc32(a + b)).
+    topic_crc = _TOPIC_CRC.get(topic_id)
+    if topic_crc is None:
+        if len(_TOPIC_CRC) >= _TOPIC_CRC_MAX:
+            _TOPIC_CRC.clear()
+        topic_crc = _TOPIC_CRC[topic_id] = zlib.crc32(topic_id.to_bytes())
+    return zlib.crc32(_PARTITION_ID.pack(partition_id & 0xFFFFFFFF), topic_crc) % buckets
+
+
+#: CRC-32 of recent topic ids' 16 bytes (a pure function of the id; bounded, simply cleared when full).
+_TOPIC_CRC: dict[Uuid, int] = {}
+_TOPIC_CRC_MAX = 1 << 16
+_PARTITION_ID = struct.Struct(">I")
 
 
 def record_owner(record: Record, buckets: int) -> int:
     """The bucket that writes the record's bronze row: its partition's bucket for a partition record, else
     :data:`SHARED_OWNER`."""
-    if isinstance(record, PartitionRecord | PartitionChangeRecord):
+    if isinstance(record, _PARTITION_RECORDS):
         return partition_bucket(record.topic_id, record.partition_id, buckets)
     return SHARED_OWNER
 
 
 def is_shared(record: Record) -> bool:
     """Whether every bucket replays the record: all but partition records and NoOps (see the module docstring)."""
-    return not isinstance(record, PartitionRecord | PartitionChangeRecord | NoOpRecord)
+    return not isinstance(record, _UNSHARED_RECORDS)
+
+
+# Tuples, not ``A | B``: a union written in a function body is built anew on every call.
+_PARTITION_RECORDS: Final = (PartitionRecord, PartitionChangeRecord)
+_UNSHARED_RECORDS: Final = (PartitionRecord, PartitionChangeRecord, NoOpRecord)
 
 
 def record_buckets(record: Record, buckets: int) -> range:
@@ -97,18 +117,83 @@ def owned_step(step: Step, bucket: int, buckets: int) -> Step:
     buckets of their owned steps at one offset is the single replayer's step at that offset."""
     if buckets == 1:
         return step
+    if len(step.entries) == 1 and _one_partition_owned(step, bucket, buckets):
+        return step
     shared = bucket == SHARED_OWNER
-    entries = tuple(e for e in step.entries if record_owner(e.record, buckets) == bucket)
-    aborted = tuple(e for e in step.aborted if record_owner(e.record, buckets) == bucket)
-    partitions = tuple(p for p in step.partitions if partition_bucket(p.topic_id, p.partition_id, buckets) == bucket)
-    replicas = tuple(r for r in step.replicas if partition_bucket(r.key[0], r.key[1], buckets) == bucket)
-    if (len(entries) == len(step.entries) and len(aborted) == len(step.aborted)
-            and len(partitions) == len(step.partitions) and len(replicas) == len(step.replicas)
-            and (shared or not (step.features or step.brokers or step.topics))):
-        return step  # all of it is the bucket's: most steps (a partition record in its bucket, a NoOp in bucket 0)
+    # Each filter hands back the step's own tuple when it keeps all of it: most steps are all the bucket's (a
+    # partition record in its bucket, a NoOp in bucket 0), and a shared record's step in another bucket keeps its
+    # rows (thousands for a fenced broker) and loses its entries.
+    entries = _owned_entries(step.entries, bucket, buckets)
+    aborted = _owned_entries(step.aborted, bucket, buckets)
+    partitions = _owned_partitions(step.partitions, bucket, buckets)
+    replicas = _owned_replicas(step.replicas, bucket, buckets)
+    if (entries is step.entries and aborted is step.aborted and partitions is step.partitions
+            and replicas is step.replicas and (shared or not (step.features or step.brokers or step.topics))):
+        return step
     return replace(step, entries=entries, aborted=aborted, features=step.features if shared else (),
                    brokers=step.brokers if shared else (), topics=step.topics if shared else (),
                    partitions=partitions, replicas=replicas)
+
+
+def _one_partition_owned(step: Step, bucket: int, buckets: int) -> bool:
+    """Whether ``step`` — one entry — is a partition record's step about its own partition alone, in ``bucket``: all
+    of it is the bucket's (nearly every step of a log). False says nothing: the filters of :func:`owned_step`
+    decide then. One bucket computed for the record, its partition row and its replica rows."""
+    record = step.entries[0].record
+    if step.aborted or step.features or step.brokers or step.topics or not isinstance(record, _PARTITION_RECORDS):
+        return False
+    topic_id, partition_id = record.topic_id, record.partition_id
+    for change in step.partitions:
+        if change.partition_id != partition_id or change.topic_id != topic_id:
+            return False
+    for replica in step.replicas:
+        state = replica.new if replica.new is not None else replica.old
+        assert state is not None
+        if state.partition_id != partition_id or state.topic_id != topic_id:
+            return False
+    return partition_bucket(topic_id, partition_id, buckets) == bucket
+
+
+def _owned_entries(entries: tuple[LogEntry, ...], bucket: int, buckets: int) -> tuple[LogEntry, ...]:
+    """The entries whose bronze rows are ``bucket``'s (``entries`` itself when all are)."""
+    for i, entry in enumerate(entries):
+        if record_owner(entry.record, buckets) != bucket:
+            return entries[:i] + tuple(e for e in entries[i + 1:] if record_owner(e.record, buckets) == bucket)
+    return entries
+
+
+def _owned_partitions(changes: tuple[PartitionChange, ...], bucket: int,
+                      buckets: int) -> tuple[PartitionChange, ...]:
+    """The partition rows of ``bucket``'s partitions (``changes`` itself when all are)."""
+    for i, change in enumerate(changes):
+        if partition_bucket(change.topic_id, change.partition_id, buckets) != bucket:
+            return changes[:i] + tuple(c for c in changes[i + 1:]
+                                       if partition_bucket(c.topic_id, c.partition_id, buckets) == bucket)
+    return changes
+
+
+def _owned_replicas(changes: tuple[ReplicaChange, ...], bucket: int, buckets: int) -> tuple[ReplicaChange, ...]:
+    """The replica rows of ``bucket``'s partitions (``changes`` itself when all are). A partition's rows come
+    together in a step (``IncrementalReplayer`` emits them partition by partition), so its bucket is computed once
+    for a run of rows of the same partition."""
+    kept: list[ReplicaChange] | None = None
+    last_topic: Uuid | None = None
+    last_partition = -1
+    owned = True
+    for i, change in enumerate(changes):
+        # ReplicaChange.key's topic and partition, read without building the key.
+        state = change.new if change.new is not None else change.old
+        assert state is not None
+        topic_id, partition_id = state.topic_id, state.partition_id
+        if topic_id is not last_topic or partition_id != last_partition:
+            owned = partition_bucket(topic_id, partition_id, buckets) == bucket
+            last_topic, last_partition = topic_id, partition_id
+        if not owned:
+            if kept is None:
+                kept = list(changes[:i])
+        elif kept is not None:
+            kept.append(change)
+    return changes if kept is None else tuple(kept)
 
 
 def halted_after(fault_offsets: list[int | None]) -> int | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 from jbod_model.controller.context import ControllerConfig, ControllerState
 from jbod_model.controller.controller import ReferenceController
@@ -51,10 +51,12 @@ from jbod_model.replay import DeltaChanges, MetadataDelta, TransactionBuffer, ch
 from jbod_model.replicas import (
     OfflineReason,
     ReplicaState,
+    new_replica_state,
     partition_replicas,
     registration_offline_reason,
-    registration_replicas,
+    registration_replica,
 )
+from jbod_model.slots import slot_constructor
 from jbod_model.uuid import Uuid
 
 K = TypeVar("K")
@@ -287,6 +289,18 @@ class Step:
         return not (self.features or self.brokers or self.topics or self.partitions or self.replicas)
 
 
+# The row types built once per record or per changed replica (a fenced broker: thousands in one step), without
+# their keyword ``__init__`` (``jbod_model.slots``; none of them has a ``__post_init__``). Every field, in order.
+#: ``(offset, timestamp, entries, aborted, features, brokers, topics, partitions, replicas, snapshot)``
+_new_step: Final = slot_constructor(Step)
+#: ``(topic_name, old, new)``
+_new_replica_change: Final = slot_constructor(ReplicaChange)
+#: ``(topic_id, partition_id, topic_name, old, new)``
+_new_partition_change: Final = slot_constructor(PartitionChange)
+#: What a dict lookup returns for an absent key where None is a stored value (a deletion).
+_ABSENT: Final = object()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Lazy views
 
@@ -436,17 +450,21 @@ class IncrementalReplayer:
     # -- reads through the pending writes ------------------------------------------------------------------
 
     def _partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
+        # One lookup per map on the common paths (every record reads its partition; a fenced broker thousands).
         key = (topic_id, partition_id)
-        if key in self._writes.partitions:
-            return self._writes.partitions[key]
-        if key not in self._partitions:
-            self._partitions[key] = self._reader.partition(topic_id, partition_id)
-        return self._partitions[key]
+        pending = self._writes.partitions.get(key, _ABSENT)
+        if pending is not _ABSENT:
+            return cast("PartitionRegistration | None", pending)
+        stored = self._partitions.get(key, _ABSENT)
+        if stored is _ABSENT:
+            stored = self._partitions[key] = self._reader.partition(topic_id, partition_id)
+        return cast("PartitionRegistration | None", stored)
 
     def _stored_topic(self, topic_id: Uuid) -> StoredTopic | None:
-        if topic_id not in self._topics:
-            self._topics[topic_id] = self._reader.topic(topic_id)
-        return self._topics[topic_id]
+        stored = self._topics.get(topic_id, _ABSENT)
+        if stored is _ABSENT:
+            stored = self._topics[topic_id] = self._reader.topic(topic_id)
+        return cast("StoredTopic | None", stored)
 
     def _broker(self, broker_id: int) -> BrokerRegistration | None:
         """A broker's registration after the steps so far (None: not registered)."""
@@ -460,7 +478,8 @@ class IncrementalReplayer:
         return self._brokers[broker_id]
 
     def _topic_name(self, topic_id: Uuid) -> str | None:
-        topic = self._writes.topics[topic_id] if topic_id in self._writes.topics else self._stored_topic(topic_id)
+        pending = self._writes.topics.get(topic_id, _ABSENT)
+        topic = self._stored_topic(topic_id) if pending is _ABSENT else cast("StoredTopic | None", pending)
         return None if topic is None else topic.name
 
     def _topic_ids(self, topic_id: Uuid) -> RangeSet:
@@ -528,6 +547,13 @@ class IncrementalReplayer:
     def replay(self, entry: LogEntry) -> Step | None:
         """Replay one entry; return the step it completes, or None (inside an open transaction). Metadata
         transactions are handled as :class:`~jbod_model.replay.Replayer` handles them (``MetadataBatchLoader``)."""
+        kind = type(entry.record)
+        if (kind is PartitionChangeRecord or kind is NoOpRecord or kind is PartitionRecord) \
+                and not self._transactions.open:
+            # Outside a transaction such a record settles alone (``TransactionBuffer.offer``'s last case): skip
+            # the buffer for the records that make up nearly all of a log.
+            fast = self._single_record_step(entry, entry.offset)
+            return fast if fast is not None else self._step([entry], entry.offset)
         settled = self._transactions.offer(entry)
         if settled is None:
             return None
@@ -550,53 +576,76 @@ class IncrementalReplayer:
         both arrays changes no replica state, and one that changes them changes only its own partition's."""
         record = entry.record
         kind = type(record)
+        w = self._writes
         if kind is NoOpRecord:
-            self._writes.last_offset = offset
-            return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,))
+            w.last_offset = offset
+            return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False)
         if kind is not PartitionChangeRecord and kind is not PartitionRecord:
             return None
-        assert isinstance(record, PartitionChangeRecord | PartitionRecord)
+        record = cast("PartitionChangeRecord | PartitionRecord", record)
         topic_id, partition_id = record.topic_id, record.partition_id
         name = self._topic_name(topic_id)
         if name is None:
             return None  # an unknown topic: the reference path raises the fault
         old = self._partition(topic_id, partition_id)
         try:
-            if isinstance(record, PartitionRecord):
-                new = PartitionRegistration.from_record(record)
+            if kind is PartitionRecord:
+                new = PartitionRegistration.from_record(record)  # type: ignore[arg-type]
             elif old is None:
                 return None  # an unknown partition: the reference path raises the fault
             else:
-                new = old.merge(record)
+                new = old.merge(record)  # type: ignore[arg-type]
         except ReplayFault:
             return None
         key = (topic_id, partition_id)
         replicas: tuple[ReplicaChange, ...] = ()
-        if old is None or new.replicas != old.replicas or new.directories != old.directories:
+        same_replicas = old is not None and new.replicas == old.replicas
+        if not same_replicas or new.directories != old.directories:  # type: ignore[union-attr]
             replicas = self._partition_replica_changes(name, key, old, new)
-        self._writes.last_offset = offset
-        if new == old:
-            return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,))
-        w = self._writes
+        w.last_offset = offset
+        # Every PartitionChangeRecord bumps the partition epoch: the epochs tell most registrations apart cheaply.
+        if old is not None and new.partition_epoch == old.partition_epoch and new == old:
+            return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False)
         w.partitions[key] = new
-        self._topic_ids(topic_id).add(partition_id)
-        old_brokers = set(old.replicas) if old is not None else set()
-        new_brokers = set(new.replicas)
-        for b in old_brokers - new_brokers:
-            w.broker_partitions.setdefault(b, {})[key] = False
-        for b in new_brokers - old_brokers:
-            w.broker_partitions.setdefault(b, {})[key] = True
-        return Step(offset=offset, timestamp=entry.timestamp, entries=(entry,),
-                    partitions=(PartitionChange(topic_id, partition_id, name, old, new),), replicas=replicas)
+        if old is None:
+            # An existing partition's id is in its topic's id set already (added when it was created).
+            self._topic_ids(topic_id).add(partition_id)
+        if not same_replicas:
+            old_brokers = set(old.replicas) if old is not None else set()
+            new_brokers = set(new.replicas)
+            for b in old_brokers - new_brokers:
+                w.broker_partitions.setdefault(b, {})[key] = False
+            for b in new_brokers - old_brokers:
+                w.broker_partitions.setdefault(b, {})[key] = True
+        return _new_step(offset, entry.timestamp, (entry,), (), (), (), (),
+                         (_new_partition_change(topic_id, partition_id, name, old, new),), replicas, False)
 
     def _partition_replica_changes(self, name: str, key: PartitionKey, old: PartitionRegistration | None,
                                    new: PartitionRegistration) -> tuple[ReplicaChange, ...]:
         """The replica rows one partition's new registration changes, the brokers' registrations unchanged: as
-        :meth:`_apply` compares a partition's replica views, keyed and ordered by broker."""
+        :meth:`_apply` compares a partition's replica views (:func:`_replica_changes`), keyed and ordered by
+        broker.
+
+        A second implementation of that comparison for this case, proven equal with the rest of the fast path by
+        ``tests/properties/test_changes_properties.py``: a replica's state reads only its partition and directory
+        and its broker's registration (``replicas.registration_replica``), and the registrations are the same on
+        both sides, so a broker whose directory is the same before and after has the same state — only the brokers
+        that came, went or moved directory get their states built and compared."""
         topic_id, partition_id = key
-        olds = [] if old is None else list(registration_replicas(self._broker, topic_id, partition_id, old))
-        news = list(registration_replicas(self._broker, topic_id, partition_id, new))
-        return _replica_changes(name, olds, news)
+        # By broker, the last replica of a broker winning (as the comparison of views keyed by broker keeps it).
+        olds = {} if old is None else dict(zip(old.replicas, old.directories, strict=True))
+        news = dict(zip(new.replicas, new.directories, strict=True))
+        out = []
+        for broker_id in sorted(olds.keys() | news.keys()):
+            old_dir, new_dir = olds.get(broker_id), news.get(broker_id)
+            if old_dir is not None and new_dir is not None and old_dir == new_dir:
+                continue
+            reg = self._broker(broker_id)
+            out.append(_new_replica_change(
+                name,
+                None if old_dir is None else registration_replica(reg, topic_id, partition_id, broker_id, old_dir),
+                None if new_dir is None else registration_replica(reg, topic_id, partition_id, broker_id, new_dir)))
+        return tuple(out)
 
     def load_snapshot(self, entries: Sequence[LogEntry], end_offset: int) -> Step:
         """Load a snapshot over the image as one step at ``end_offset - 1`` (the offset the snapshot stands for; its
@@ -739,39 +788,57 @@ class IncrementalReplayer:
 
 
     def _replicas_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
-                              name_after: Callable[[Uuid], str | None]) -> Iterator[ReplicaChange]:
+                              name_after: Callable[[Uuid], str | None]) -> list[ReplicaChange]:
         """The replica rows that changed on partitions reached only through brokers whose registration changed
         (see :meth:`_apply`): each such replica's state under the broker's old and new registration. The same
         rows, in the same order, as comparing the partitions' whole replica views before and after."""
-        # A broker's replicas share a handful of directories: one state per (broker, directory).
-        reasons: dict[tuple[int, Uuid], tuple[OfflineReason | None, OfflineReason | None]] = {}
+        # A broker's replicas share a handful of directories: what a registration change does to a replica is
+        # decided once per (broker, directory) — None when it changes nothing —, and a topic's name once per
+        # topic. A fenced broker reaches thousands of partitions.
+        effects: dict[tuple[int, Uuid], tuple[OfflineReason | None, OfflineReason | None, DirectoryState] | None] = {}
+        names: dict[Uuid, str] = {}
+        out: list[ReplicaChange] = []
+        # The partition reads of :meth:`_partition`, inlined: this loop runs once per replica on the brokers.
+        pending, cached, read = self._writes.partitions, self._partitions, self._reader.partition
         for key, changes in via_brokers.items():
-            part = self._partition(*key)
+            part = pending.get(key, _ABSENT)
+            if part is _ABSENT:
+                part = cached.get(key, _ABSENT)
+                if part is _ABSENT:
+                    part = cached[key] = read(*key)
             if part is None:
                 continue
+            part = cast("PartitionRegistration", part)
             topic_id, pid = key
-            name = name_after(topic_id) or ""
+            replicas = part.replicas
             for change in sorted(changes, key=_change_key) if len(changes) > 1 else changes:
                 broker_id = change.key
-                directory: Uuid | None = None
-                # The last of the broker's replicas, as a replica view keyed by broker keeps it.
-                for replica, replica_dir in zip(part.replicas, part.directories, strict=True):
-                    if replica == broker_id:
-                        directory = replica_dir
-                if directory is None:
+                if broker_id not in replicas:
                     continue
-                found = reasons.get((broker_id, directory))
-                if found is None:
-                    found = (registration_offline_reason(change.old, directory),
-                             registration_offline_reason(change.new, directory))
-                    reasons[(broker_id, directory)] = found
-                old_reason, new_reason = found
-                if old_reason != new_reason:
-                    state = DirectoryState.of(directory)
-                    yield ReplicaChange(name, ReplicaState(topic_id, pid, broker_id, directory, state,
-                                                           old_reason is not None, old_reason),
-                                        ReplicaState(topic_id, pid, broker_id, directory, state,
-                                                     new_reason is not None, new_reason))
+                # The last of the broker's replicas, as a replica view keyed by broker keeps it.
+                at = replicas.index(broker_id) if replicas.count(broker_id) == 1 \
+                    else len(replicas) - 1 - replicas[::-1].index(broker_id)
+                directory = part.directories[at]
+                effect_key = (broker_id, directory)
+                effect = effects.get(effect_key, _ABSENT)
+                if effect is _ABSENT:
+                    before = registration_offline_reason(change.old, directory)
+                    after = registration_offline_reason(change.new, directory)
+                    effect = effects[effect_key] = None if before == after \
+                        else (before, after, DirectoryState.of(directory))
+                if effect is None:
+                    continue
+                old_reason, new_reason, state = cast("tuple[OfflineReason | None, OfflineReason | None, "
+                                                     "DirectoryState]", effect)
+                name = names.get(topic_id)
+                if name is None:
+                    name = names[topic_id] = name_after(topic_id) or ""
+                out.append(_new_replica_change(
+                    name, new_replica_state(topic_id, pid, broker_id, directory, state, old_reason is not None,
+                                            old_reason),
+                    new_replica_state(topic_id, pid, broker_id, directory, state, new_reason is not None,
+                                      new_reason)))
+        return out
 
 
 def _replica_changes(name: str, olds: Sequence[ReplicaState],

@@ -43,10 +43,13 @@ def is_online(directory: Uuid, online_dirs: Collection[Uuid]) -> bool:
     registrations written before metadata.version 3.7-IV2 carry no directories (KAFKA-16162). Any other id is
     online iff it is in the list — so reserved ids 3..99 are offline whenever the list is non-empty.
     """
-    if directory in (UNASSIGNED, MIGRATING):
-        return True
-    if directory == LOST:
-        return False
+    # The three placeholders are (0, 0), (0, 1) and (0, 2): told apart on the halves, without building them.
+    if directory.msb == 0:
+        lsb = directory.lsb
+        if lsb in (0, 1):  # MIGRATING, UNASSIGNED
+            return True
+        if lsb == 2:  # LOST
+            return False
     if not online_dirs:
         return True
     return directory in online_dirs
@@ -87,12 +90,15 @@ class DirectoryState(Enum):
     @classmethod
     def of(cls, directory: Uuid) -> DirectoryState:
         """Classify a recorded directory id."""
-        if directory == MIGRATING:
-            return cls.MIGRATING
-        if directory == UNASSIGNED:
-            return cls.UNASSIGNED
-        if directory == LOST:
-            return cls.LOST
-        if is_reserved(directory):
-            return cls.RESERVED
-        return cls.ASSIGNED
+        # Nearly every id is a real directory: one look at the halves settles it (the placeholders are reserved).
+        # (Module constants: an enum member read through its class costs more than the whole test.)
+        if directory.msb != 0 or directory.lsb >= RESERVED_LSB_LIMIT:
+            return _ASSIGNED
+        return _RESERVED_STATES.get(directory.lsb, _RESERVED)
+
+
+_ASSIGNED = DirectoryState.ASSIGNED
+_RESERVED = DirectoryState.RESERVED
+#: The state of each placeholder, by its least significant half (MIGRATING, UNASSIGNED, LOST: most significant 0).
+_RESERVED_STATES = {MIGRATING.lsb: DirectoryState.MIGRATING, UNASSIGNED.lsb: DirectoryState.UNASSIGNED,
+                    LOST.lsb: DirectoryState.LOST}

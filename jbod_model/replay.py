@@ -257,11 +257,19 @@ class MetadataDelta:
         """``ClusterControlManager.replay(RegisterBrokerRecord)`` + ``updateDirectories`` (R4.1): a directory may
         belong to one broker only."""
         new = BrokerRegistration.from_record(record)
-        for directory in new.directories:
+        if new.directories:
+            # Every other broker's directories by id, the first broker found keeping each (the order of the
+            # search): one hashed lookup per directory instead of comparing it with every directory of the
+            # cluster (360 ids at 60 brokers × 6 disks, for each of a restarting broker's directories).
+            owners: dict[Uuid, int] = {}
             for other_id, other in self._all_brokers():
-                if other_id != new.id and directory in other.directories:
-                    raise ReplayFault(f"directory {directory} is already assigned to broker {other_id}",
-                                      record=record)
+                if other_id != new.id:
+                    for taken in other.directories:
+                        owners.setdefault(taken, other_id)
+            for directory in new.directories:
+                owner = owners.get(directory)
+                if owner is not None:
+                    raise ReplayFault(f"directory {directory} is already assigned to broker {owner}", record=record)
         self._brokers[new.id] = new
 
     def _all_brokers(self) -> Iterable[tuple[int, BrokerRegistration]]:

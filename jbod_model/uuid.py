@@ -26,9 +26,17 @@ def _signed64(value: int) -> int:
 
 
 @total_ordering
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Uuid:
-    """A Kafka Uuid held as ``(msb, lsb)``, both signed 64-bit integers as in Java."""
+    """A Kafka Uuid held as ``(msb, lsb)``, both signed 64-bit integers as in Java.
+
+    Equal ids hash alike and compare equal by value (``msb``, ``lsb``), as a frozen dataclass's do; the hash is
+    remembered in a third slot (see ``__hash__``), which is not a field: ``fields``, ``repr``, equality and
+    pickling see ``msb`` and ``lsb`` only."""
+
+    # Slots written by hand (not ``slots=True``) so that one more slot, the remembered hash, can sit beside the
+    # fields without being one.
+    __slots__ = ("_hash", "lsb", "msb")
 
     msb: int
     lsb: int
@@ -36,6 +44,22 @@ class Uuid:
     def __post_init__(self) -> None:
         if not (-(1 << 63) <= self.msb < 1 << 63 and -(1 << 63) <= self.lsb < 1 << 63):
             raise InputError(f"Uuid halves must be signed 64-bit integers, got ({self.msb}, {self.lsb})")
+
+    def __hash__(self) -> int:
+        # Ids are the keys of nearly every map of a replay (topics, partitions as (topic id, partition id),
+        # directories): a dataclass's hash builds and hashes a tuple on every lookup, twice the cost of the lookup
+        # itself. The hash is computed on first use (most decoded ids are never hashed) and kept; the value is the
+        # dataclass's, hash((msb, lsb)).
+        try:
+            return self._hash  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:
+            value = hash((self.msb, self.lsb))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __reduce__(self) -> tuple[type[Uuid], tuple[int, int]]:
+        # A frozen class with hand-written slots would be unpickled slot by slot through the refused __setattr__.
+        return Uuid, (self.msb, self.lsb)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Uuid:

@@ -14,7 +14,9 @@ For generated valid streams cut into arbitrary batches and ``B`` buckets, each b
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
@@ -23,7 +25,14 @@ from hypothesis import strategies as st
 from test_changes_properties import Tables, _pure_images
 from test_replay_properties import SETTINGS, valid_streams
 
-from jbod_model.buckets import owned_step, partition_bucket, record_buckets, record_owner, split_entries
+from jbod_model.buckets import (
+    SHARED_OWNER,
+    owned_step,
+    partition_bucket,
+    record_buckets,
+    record_owner,
+    split_entries,
+)
 from jbod_model.changes import DictImageStore, IncrementalReplayer, Step, replay_incrementally
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
@@ -134,6 +143,42 @@ def test_a_snapshot_loaded_over_buckets_changes_what_it_changes_over_one_store(d
     _assert_bucket_images(stores, single.image())
 
 
+def _owned_by_filtering(step: Step, bucket: int, buckets: int) -> Step:
+    """``owned_step``'s rule stated row by row (its first implementation): the entries the bucket owns, the
+    partition and replica rows of its partitions, and the cluster-wide rows in the shared bucket only."""
+    if buckets == 1:
+        return step
+    shared = bucket == SHARED_OWNER
+    return replace(step, entries=tuple(e for e in step.entries if record_owner(e.record, buckets) == bucket),
+                   aborted=tuple(e for e in step.aborted if record_owner(e.record, buckets) == bucket),
+                   features=step.features if shared else (), brokers=step.brokers if shared else (),
+                   topics=step.topics if shared else (),
+                   partitions=tuple(p for p in step.partitions
+                                    if partition_bucket(p.topic_id, p.partition_id, buckets) == bucket),
+                   replicas=tuple(r for r in step.replicas if partition_bucket(r.key[0], r.key[1], buckets) == bucket))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_owned_step_is_the_row_by_row_filter_for_any_step_and_bucket(data: st.DataObject) -> None:
+    """``owned_step`` keeps a step whole without rebuilding it when all of it is the bucket's, and filters each kind
+    of row only where some are not: the same step as filtering every row by its bucket. Fed the steps of one
+    replayer of the whole stream (every partition in every step, so most rows are other buckets') and the steps of
+    the buckets' own replayers, for every bucket."""
+    entries = data.draw(valid_streams()).entries()
+    buckets = data.draw(st.sampled_from([2, 3, 7]))
+    steps, _ = replay_incrementally(DictImageStore(), entries)
+    for step in steps:
+        for bucket in range(buckets):
+            assert owned_step(step, bucket, buckets) == _owned_by_filtering(step, bucket, buckets)
+    for bucket, part in enumerate(split_entries(entries, buckets)):
+        for step in replay_incrementally(DictImageStore(), part)[0]:
+            owned = owned_step(step, bucket, buckets)
+            assert owned == _owned_by_filtering(step, bucket, buckets)
+            if owned == step:
+                assert owned is step  # kept whole, not rebuilt
+
+
 @given(msb=st.integers(-(1 << 63), (1 << 63) - 1), lsb=st.integers(-(1 << 63), (1 << 63) - 1),
        pid=st.integers(0, (1 << 31) - 1), buckets=st.integers(1, 64))
 def test_routing_sends_a_partition_record_to_its_bucket_and_shared_records_everywhere(
@@ -141,6 +186,9 @@ def test_routing_sends_a_partition_record_to_its_bucket_and_shared_records_every
     topic = Uuid(msb, lsb)
     bucket = partition_bucket(topic, pid, buckets)
     assert 0 <= bucket < buckets
+    # The documented hash: CRC-32 of the id's 16 bytes then the partition id's 4, big-endian (computed in two parts).
+    assert bucket == zlib.crc32(topic.to_bytes() + pid.to_bytes(4, "big")) % buckets
+    assert partition_bucket(Uuid(msb, lsb), pid, buckets) == bucket  # an equal id, not the same object
     for record in (PartitionRecord(topic_id=topic, partition_id=pid),
                    PartitionChangeRecord(topic_id=topic, partition_id=pid)):
         assert record_owner(record, buckets) == bucket

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import pickle
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +25,9 @@ from jbod_model.uuid import METADATA_TOPIC_ID, ONE_UUID, ZERO_UUID, Uuid
 
 signed64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 uuids = st.builds(Uuid, signed64, signed64)
+#: Ids around the reserved range as often as elsewhere: the placeholders, reserved 3..99, negative lsb, lsb 100.
+near_reserved = st.builds(Uuid, st.sampled_from([0, 0, 1, -1]), st.integers(min_value=-3, max_value=102))
+any_ids = st.one_of(uuids, near_reserved)
 
 
 def test_reserved_constants_print_as_kafka_does() -> None:
@@ -113,6 +120,31 @@ def test_directory_state_classification() -> None:
     assert DirectoryState.of(LOST) is DirectoryState.LOST
     assert DirectoryState.of(Uuid(0, 50)) is DirectoryState.RESERVED
     assert DirectoryState.of(D1) is DirectoryState.ASSIGNED
+
+
+@given(any_ids, st.lists(any_ids, max_size=4))
+def test_is_online_and_directory_state_read_on_the_halves_as_by_equality(d: Uuid, online: list[Uuid]) -> None:
+    """``is_online`` and ``DirectoryState.of`` tell the placeholders apart on the id's halves; the rule, stated with
+    equality to the placeholders as Kafka's ``DirectoryId`` does, gives the same answers for any id."""
+    by_equality = True if d in (UNASSIGNED, MIGRATING) else False if d == LOST else (not online or d in online)
+    assert is_online(d, online) is by_equality
+    state = (DirectoryState.MIGRATING if d == MIGRATING else DirectoryState.UNASSIGNED if d == UNASSIGNED
+             else DirectoryState.LOST if d == LOST else DirectoryState.RESERVED if is_reserved(d)
+             else DirectoryState.ASSIGNED)
+    assert DirectoryState.of(d) is state
+
+
+@given(uuids)
+def test_an_id_hashes_copies_and_pickles_by_value(u: Uuid) -> None:
+    """The remembered hash is the value's (``hash((msb, lsb))``, before and after first use) and no part of what an
+    id is: equal ids hash alike, a copy or a pickled id is equal, and the id stays frozen with two fields."""
+    twin = Uuid(u.msb, u.lsb)
+    assert hash(u) == hash((u.msb, u.lsb)) == hash(twin) == hash(u)
+    assert pickle.loads(pickle.dumps(u)) == u and copy.deepcopy(u) == u and copy.copy(u) == u
+    assert [f.name for f in dataclasses.fields(Uuid)] == ["msb", "lsb"] and repr(u) == f"Uuid({u})"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        u.msb = 0  # type: ignore[misc]
+    assert {twin: 1}[u] == 1
 
 
 def test_create_assignment_map_errors() -> None:
