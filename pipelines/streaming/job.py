@@ -30,7 +30,13 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch, unpack_output
+from pipelines.streaming.processor import (
+    OUTPUT_SCHEMA,
+    ClusterReplayProcessor,
+    batch_rows,
+    settle_batch,
+    unpack_output,
+)
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
@@ -285,11 +291,11 @@ class _Sink:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        rows = settle_batch(unpack_output(df.toArrow()), self._halted)
+        batch = settle_batch(unpack_output(df.toArrow()), self._halted)
         computed = time.monotonic()
-        written = self._writer.write_batch(batch_id, rows) if rows.num_rows else {}
-        self.stats.append(BatchStats(batch_id, rows.num_rows, written, time.monotonic() - started,
-                                     computed - started))
+        rows = batch_rows(batch)
+        written = self._writer.write_batch(batch_id, batch) if rows else {}
+        self.stats.append(BatchStats(batch_id, rows, written, time.monotonic() - started, computed - started))
         if self._on_batch is not None:
             self._on_batch(self.stats[-1])
 
