@@ -308,7 +308,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
             stop_when: Callable[[], bool] | None = None,
             policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None,
-            on_session: Callable[[], None] | None = None, buckets: int | None = None) -> RunSummary:
+            on_session: Callable[[], None] | None = None, buckets: int | None = None,
+            splits: int | None = None, min_split_entries: int | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -319,7 +320,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
     ``on_batch`` is called after each micro-batch is written (progress for a long replay), ``on_session`` once the
     Spark session is up (its start takes seconds: a progress display says what it waits for). ``buckets``: replay
-    buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint).
+    buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint). ``splits``: tasks that read
+    one cluster's range of a micro-batch (default: the session's default parallelism, its cores;
+    ``pipelines.streaming.source.split_range``), of at least ``min_split_entries`` offsets each.
     """
     if not inputs:
         raise InputError("no input given")
@@ -358,7 +361,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
                              max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint,
-                             buckets=bucket_count, key_partitions=state_key_partitions(checkpoint, session))
+                             buckets=bucket_count, key_partitions=state_key_partitions(checkpoint, session),
+                             splits=splits if splits is not None else session.sparkContext.defaultParallelism,
+                             min_split_entries=min_split_entries)
     if not follow:
         # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
         # AvailableNow would read one batch only from a Python source (no admission control), so the source is told
