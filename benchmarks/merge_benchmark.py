@@ -42,7 +42,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from pipelines.config.profiles import MaintenanceSettings
 from pipelines.lakehouse.maintenance import maintain
-from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, event_payload, read_table
+from pipelines.lakehouse.tables import ENTITIES, DeltaRsWriter, batch_tables, event_row, read_table
 
 CLUSTER = "bench"
 PARTITIONS_PER_TOPIC = 25
@@ -115,16 +115,15 @@ def build(root: Path, n: int, bootstrap_rows: int, tail_files: int, rng: random.
     return keys
 
 
-def batch_rows(keys: list[tuple[str, int, int]], count: int, offset: int, rng: random.Random) -> list[dict[str, Any]]:
+def batch_rows(keys: list[tuple[str, int, int]], count: int, offset: int, rng: random.Random) -> dict[str, pa.Table]:
     """A micro-batch's operator rows (as ``plan_batch`` takes them): one change event for each of ``count`` random
     existing keys — the replica moved to another directory."""
     rows = []
     for i, key in enumerate(rng.sample(keys, count) if count < len(keys) else keys):
         value = {"topic_name": f"topic-{key[0][:6]}", "directory": f"moved-{offset}", "directory_state": "ASSIGNED",
                  "offline": False, "offline_reason": None}
-        rows.append({"cluster_id": CLUSTER, "ord": i, "table": ENTITY.name,
-                     "payload": json.dumps(event_payload(ENTITY.name, list(key), offset + i, offset + i, value))})
-    return rows
+        rows.append({"cluster_id": CLUSTER, "ord": i, **event_row(ENTITY.name, key, offset + i, offset + i, value)})
+    return batch_tables(rows)
 
 
 def _last_commit(path: Path) -> dict[str, Any]:

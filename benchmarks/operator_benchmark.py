@@ -54,7 +54,7 @@ def operator_cpu(frames: dict[int, list[pd.DataFrame]], buckets: int) -> dict[st
         maps = {name: FakeMapState() for name in MAP_STATES}
         meta = FakeValueState()
         for batch in batches:
-            out_rows += len(replay_bucket("bench", batch, meta, maps, bucket, buckets).rows)  # type: ignore[arg-type]
+            out_rows += replay_bucket("bench", batch, meta, maps, bucket, buckets).count  # type: ignore[arg-type]
         calls += sum(m.calls for m in maps.values())
     return {"cpu_seconds": round(time.process_time() - start, 2), "rows_out": out_rows, "state_calls": calls}
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from merge_benchmark import build, measure  # beside this script (run as a script, like every benchmark)
 
 from jbod_model.image_json import image_to_json
 from jbod_model.replay import Replayer
@@ -177,8 +180,26 @@ def _on_cached_cluster(args: argparse.Namespace) -> int:
         "incremental_over_full": round(second.seconds / full, 3),
         "work_dir": str(work),
     }
+    if args.write_cost:
+        results["batch_write_seconds"] = _write_cost(args.write_cost)
     _print(results, as_json=args.json)
     return 0
+
+
+def _write_cost(sizes: list[int], keys: int = 100) -> dict[str, float]:
+    """Issue #13 goal 3 in the same run: the seconds of one micro-batch's Delta writes touching ``keys`` replica
+    keys, with the replica tables holding each of ``sizes`` rows (``merge_benchmark.py``'s tables and batch, as
+    written, median of three)."""
+    out = {}
+    for n in sizes:
+        rng = random.Random(n)
+        root = Path(tempfile.mkdtemp(prefix="kraft-jbod-write-cost-"))
+        try:
+            table_keys = build(root, n, 60_000, 50, rng)
+            out[f"{n}_rows"] = measure(root, table_keys, keys, rng, first_batch=0)["seconds"]
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return out
 
 
 def _print(results: dict[str, Any], *, as_json: bool) -> None:
@@ -210,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=None,
                         help="Read the cached benchmark cluster of this many partitions (benchmarks/clusters.py, "
                              "e.g. 200011) instead of generating a log from the options above.")
+    parser.add_argument("--write-cost", type=int, nargs="*", default=None, metavar="ROWS",
+                        help="Also time one micro-batch's Delta writes touching 100 keys with the replica tables "
+                             "holding each of these row counts (default with the flag alone: 100000 6000000).")
     args = parser.parse_args(argv)
+    if args.write_cost == []:
+        args.write_cost = [100_000, 6_000_000]
     if args.partitions is not None:
         return _on_cached_cluster(args)
 
@@ -264,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         "incremental_over_full": round(second.seconds / full, 3),
         "work_dir": str(work),
     }
+    if args.write_cost:
+        results["batch_write_seconds"] = _write_cost(args.write_cost)
     _print(results, as_json=args.json)
     return 0
 

@@ -626,14 +626,20 @@ def record_batch_of(header: tuple[int, ...], position: int, crc_valid: bool) -> 
 
 def iter_decoded(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,
                  verify_crc: bool = True, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[DecodedBatch]:
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, skip_before: int = 0) -> Iterator[DecodedBatch]:
     """The low-level form of :func:`iter_batches` for callers that build their own objects: header fields as a
     tuple (``RecordBatch`` field order, without position/crc_valid), and ``(offsetDelta, record, value)`` per
-    record. Faults are handled per ``policy`` exactly as in :func:`iter_batches`."""
+    record. Faults are handled per ``policy`` exactly as in :func:`iter_batches`.
+
+    ``skip_before``: a batch whose last offset (``baseOffset + lastOffsetDelta``) is below it is framed and
+    CRC-checked like every other but not decoded nor yielded — a reader that starts inside a segment pays for
+    the records it asked for, not for the segment's. Its records are not counted in the report."""
     source = str(path)
     rep = report if report is not None else ReadReport()
     for header, fpos, crc_ok, buf, start, end in _walk(Path(path), source, policy, rep, verify_crc=verify_crc,
                                                        max_batch_bytes=max_batch_bytes, chunk_size=chunk_size):
+        if header[0] + header[6] < skip_before:
+            continue
         data: _DataItems = ()
         controls: _ControlItems = ()
         try:
@@ -714,14 +720,16 @@ EntryBatch = tuple[tuple[int, ...], int, list[LogEntry], list[ControlEntry], tup
 
 def iter_entry_batches(path: str | Path, *, policy: ReadPolicy = "fail", report: ReadReport | None = None,
                        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-                       chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[EntryBatch]:
+                       chunk_size: int = DEFAULT_CHUNK_SIZE, skip_before: int = 0) -> Iterator[EntryBatch]:
     """Every batch of a file with its records already made :class:`LogEntry` / :class:`ControlEntry` (``source`` =
     the path string): what :func:`iter_decoded` gives, one step further, for the log reader's single-copy path,
-    which hands whole batches on. Faults are handled per ``policy`` exactly as in :func:`iter_decoded`."""
+    which hands whole batches on. Faults and ``skip_before`` are handled exactly as in :func:`iter_decoded`."""
     source = str(path)
     rep = report if report is not None else ReadReport()
     for header, fpos, _crc_ok, buf, start, end in _walk(Path(path), source, policy, rep, verify_crc=True,
                                                         max_batch_bytes=max_batch_bytes, chunk_size=chunk_size):
+        if header[0] + header[6] < skip_before:
+            continue
         try:
             if header[5] & _CONTROL_MASK:
                 controls = _decode_control(header, buf, start, end, max_batch_bytes)

@@ -268,7 +268,7 @@ class MetadataLog:
         for segment in self._segments(0, start, until):
             source = str(segment.path)
             for header, fpos, entries, controls, values, counting in iter_entry_batches(
-                    segment.path, policy=policy, report=report, max_batch_bytes=max_batch_bytes):
+                    segment.path, policy=policy, report=report, max_batch_bytes=max_batch_bytes, skip_before=start):
                 base, last_in_batch = header[0], header[0] + header[6]
                 if last_in_batch < start:
                     continue
@@ -301,7 +301,7 @@ class MetadataLog:
         for segment in self._segments(index, start, until):
             source = str(segment.path)
             for header, fpos, _crc, data, controls in iter_decoded(segment.path, policy=policy, report=report,
-                                                                   max_batch_bytes=max_batch_bytes):
+                                                                   max_batch_bytes=max_batch_bytes, skip_before=start):
                 base, epoch, ts = header[0], header[2], header[7]
                 if base + header[6] < start:
                     continue

@@ -37,7 +37,6 @@ directory paths (:func:`directory_paths`, :func:`replica_assignments_with_paths`
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -48,7 +47,6 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pa_json
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake import Field as DeltaField
 from deltalake.schema import PrimitiveType
@@ -206,25 +204,60 @@ def _time(ms: int | None) -> int | None:
 # From a micro-batch's rows to table writes
 
 
-#: The operator's output rows as the sink receives them (``pipelines.streaming.processor.OUTPUT_SCHEMA``, less
-#: what only settling the buckets needs).
-BATCH_SCHEMA = pa.schema([("cluster_id", pa.string()), ("ord", pa.int64()), ("table", pa.string()),
-                          ("payload", pa.string())])
+#: The operator's row of a keyed entity's change event, after the entity's key: ``o`` the offset it took effect at,
+#: ``t`` its batch's time (ms); then the new value's columns (null when removed) and :data:`REMOVED`.
+EVENT_OFFSET, EVENT_TIME = "o", "t"
 
 
-#: Each entity's key column names, in key order.
-_KEY_NAMES: Mapping[str, tuple[str, ...]] = {name: tuple(k for k, _ in e.key) for name, e in ENTITIES.items()}
+def operator_schema(table: str) -> pa.Schema:
+    """The typed columns of one output table's rows as the operator emits them (besides ``cluster_id``, ``ord`` and
+    ``at``): an append-only table's own columns with times as ms, or an entity's change event — its key,
+    :data:`EVENT_OFFSET`, :data:`EVENT_TIME`, its value's columns, :data:`REMOVED`. Typed columns, not JSON text: the
+    operator and the driver turn no value into text and back (docs/state-design.md "Typed output")."""
+    found = _OPERATOR_SCHEMAS.get(table)
+    if found is None:
+        raise InputError(f"unknown output table {table!r}")
+    return found
 
 
-def event_payload(entity: str, key: Sequence[Any], offset: int, time_ms: int | None,
-                  value: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A change event of a keyed entity as the operator writes it in a row's ``payload``: the key by column name,
-    ``o`` the offset it took effect at, ``t`` its batch's time (ms), ``v`` the new value (None: removed). Named
-    keys let :func:`plan_batch` parse a batch's events as typed columns."""
-    names = _KEY_NAMES[entity]
+def _as_ms(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, pa.int64()) if f.type == TIME else f for f in schema])
+
+
+_OPERATOR_SCHEMAS: Mapping[str, pa.Schema] = {
+    **{name: _as_ms(schema.remove(schema.get_field_index("cluster_id"))) for name, schema in APPEND_TABLES.items()},
+    **{name: pa.schema([*e.key, (EVENT_OFFSET, pa.int64()), (EVENT_TIME, pa.int64()), *e.value, (REMOVED, pa.bool_())])
+       for name, e in ENTITIES.items()},
+}
+
+#: The columns every output table's rows carry besides :func:`operator_schema`'s, as the sink receives them.
+BATCH_COLUMNS = (("cluster_id", pa.string()), ("ord", pa.int64()))
+
+
+def event_row(entity: str, key: Sequence[Any], offset: int, time_ms: int | None,
+              value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A change event of a keyed entity as one row for :func:`batch_tables` (key in key order, the value's columns
+    by name, None: removed)."""
+    names = [name for name, _ in ENTITIES[entity].key]
     if len(names) != len(key):
         raise ValueError(f"a {entity} key has {len(names)} parts, not {len(key)}: {list(key)}")
-    return {**dict(zip(names, key, strict=True)), "o": offset, "t": time_ms, "v": value}
+    return {"table": entity, **dict(zip(names, key, strict=True)), EVENT_OFFSET: offset, EVENT_TIME: time_ms,
+            **(value or {}), REMOVED: value is None}
+
+
+def batch_tables(rows: Iterable[Mapping[str, Any]]) -> dict[str, pa.Table]:
+    """Rows given one by one (``cluster_id``, ``ord``, ``table`` and the table's :func:`operator_schema` columns;
+    a missing column is null) as the typed tables :func:`plan_batch` takes: tests and benchmarks write batches by
+    hand this way."""
+    by_table: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_table.setdefault(str(row["table"]), []).append(row)
+    out = {}
+    for name, listed in by_table.items():
+        schema = pa.schema([*BATCH_COLUMNS, *operator_schema(name)])
+        out[name] = pa.table({f.name: pa.array([r.get(f.name) for r in listed], f.type) for f in schema},
+                             schema=schema)
+    return out
 
 
 @dataclass(slots=True)
@@ -244,59 +277,22 @@ class BatchWrites:
         return [] if found is None else found.to_pylist()
 
 
-def _batch_table(rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Table:
-    if isinstance(rows, pa.Table):
-        return rows.select(BATCH_SCHEMA.names).cast(BATCH_SCHEMA)
-    listed = list(rows)
-    return pa.table({f.name: pa.array([r[f.name] for r in listed], f.type) for f in BATCH_SCHEMA},
-                    schema=BATCH_SCHEMA)
-
-
-def _parse_payloads(payloads: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
-    """A column of JSON objects as typed columns: one pass of Arrow's JSON reader (C++) over the batch, not a
-    ``json.loads`` and a dict per row (the driver's whole cost of a batch before; docs/state-design.md)."""
-    lines = pa.chunked_array(payloads).to_pylist()
-    text = "\n".join(lines).encode()
-    # A row must fit in one block of the reader: give it blocks larger than the longest row.
-    longest = max((len(line) for line in lines), default=0)
-    options = pa_json.ReadOptions(block_size=max(1 << 20, 4 * (longest + 1)))
-    parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
-    try:
-        parsed = pa_json.read_json(io.BytesIO(text), read_options=options, parse_options=parse)
-    except pa.ArrowInvalid as e:
-        raise InputError(f"the operator's rows do not match the tables' schema: {e}") from None
-    return parsed.select(schema.names)
-
-
 def _times(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """The operator's times (ms, the record batch's append time) as the tables' timestamps (µs, UTC)."""
     return pc.multiply(column.cast(pa.int64()), 1000).cast(TIME)
 
 
-def _as_ms(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, pa.int64()) if f.type == TIME else f for f in schema])
-
-
 def _append_rows(name: str, part: pa.Table) -> pa.Table:
     schema = APPEND_TABLES[name]
-    body = schema.remove(schema.get_field_index("cluster_id"))
-    parsed = _parse_payloads(part.column("payload"), _as_ms(body))
-    columns = {"cluster_id": part.column("cluster_id")}
-    for f in body:
-        columns[f.name] = _times(parsed.column(f.name)) if f.type == TIME else parsed.column(f.name)
-    return pa.table(columns, schema=schema)
+    return pa.table({f.name: _times(part.column(f.name)) if f.type == TIME else part.column(f.name).cast(f.type)
+                     for f in schema}, schema=schema)
 
 
 def _entity_rows(entity: Entity, part: pa.Table) -> dict[str, pa.Table]:
-    value_type = pa.struct(list(entity.value))
-    parsed = _parse_payloads(part.column("payload"), pa.schema(
-        [*entity.key, ("o", pa.int64()), ("t", pa.int64()), ("v", value_type)]))
-    v = pa.chunked_array(parsed.column("v")).combine_chunks()
-    keys = {"cluster_id": part.column("cluster_id"), **{k: parsed.column(k) for k, _ in entity.key}}
-    # A removal (``v`` null) has null values: a struct's children take its nulls.
-    values = {name: pc.struct_field(v, i) for i, (name, _) in enumerate(entity.value)}
-    removed = pc.is_null(v)
-    since, at = parsed.column("o"), _times(parsed.column("t"))
+    keys = {name: part.column(name) for name in entity.key_names}
+    values = {name: part.column(name) for name, _ in entity.value}
+    removed = part.column(REMOVED)
+    since, at = part.column(EVENT_OFFSET), _times(part.column(EVENT_TIME))
     lo, hi = entity.interval
     open_ended = {f"{hi}_offset": pa.nulls(part.num_rows, pa.int64()), f"{hi}_time": pa.nulls(part.num_rows, TIME)}
     history = pa.table({**keys, **values, f"{lo}_offset": since, f"{lo}_time": at, **open_ended, REMOVED: removed},
@@ -314,21 +310,22 @@ def _entity_rows(entity: Entity, part: pa.Table) -> dict[str, pa.Table]:
     return out
 
 
-def plan_batch(rows: pa.Table | Iterable[Mapping[str, Any]]) -> BatchWrites:
-    """Turn the operator's rows (``cluster_id, ord, table, payload``: an Arrow table, or rows as mappings) into
-    table writes, columnar. Events of one key are applied in ``ord`` order. History: each version is a row whose end
-    (``valid_to``/``end``) is left null — the key's next row, in this batch or a later one, ends it (readers derive
-    the end, ``jbod maintain`` stores it); a removal is a :data:`REMOVED` row at its offset. Current table: the
-    key's last event, a :data:`REMOVED` row when that is a removal; the row it supersedes stays until
-    ``jbod maintain`` drops it (readers take the latest).
+def plan_batch(batch: Mapping[str, pa.Table]) -> BatchWrites:
+    """Turn the operator's rows of a micro-batch (table → its rows: ``cluster_id``, ``ord`` and the table's
+    :func:`operator_schema` columns) into table writes, columnar. Events of one key are applied in ``ord`` order.
+    History: each version is a row whose end (``valid_to``/``end``) is left null — the key's next row, in this batch
+    or a later one, ends it (readers derive the end, ``jbod maintain`` stores it); a removal is a :data:`REMOVED` row
+    at its offset. Current table: the key's last event, a :data:`REMOVED` row when that is a removal; the row it
+    supersedes stays until ``jbod maintain`` drops it (readers take the latest).
 
     No end is stored here, even one the batch knows: so the rows of a key whose end is null are always its latest
     ones, which is what lets readers resolve only those (:func:`resolved_sql`)."""
-    batch = _batch_table(rows).sort_by([("cluster_id", "ascending"), ("ord", "ascending")])
     out = BatchWrites()
-    names = batch.column("table")
-    for name in pc.unique(names).to_pylist():
-        part = batch.filter(pc.equal(names, name))
+    for name in sorted(batch):
+        part = batch[name]
+        if part.num_rows == 0:
+            continue
+        part = part.sort_by([("cluster_id", "ascending"), ("ord", "ascending")])
         if name in APPEND_TABLES:
             out.appends[name] = _append_rows(name, part)
             continue
@@ -359,9 +356,9 @@ class TableWriter(Protocol):
 
     def ensure_tables(self) -> None: ...
 
-    def write_batch(self, batch_id: int, rows: pa.Table | Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        """Write one micro-batch (the operator's rows, :data:`BATCH_SCHEMA`); return the rows written per table (0
-        for a table skipped as already done)."""
+    def write_batch(self, batch_id: int, batch: Mapping[str, pa.Table]) -> dict[str, int]:
+        """Write one micro-batch (the operator's rows by table, as :func:`plan_batch` takes them); return the rows
+        written per table (0 for a table skipped as already done)."""
 
 
 def _quote(name: str) -> str:
@@ -403,8 +400,8 @@ class DeltaRsWriter:
     def _commit(self, batch_id: int) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
 
-    def write_batch(self, batch_id: int, rows: pa.Table | Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        plan = plan_batch(rows)
+    def write_batch(self, batch_id: int, batch: Mapping[str, pa.Table]) -> dict[str, int]:
+        plan = plan_batch(batch)
         return {name: self._append(name, plan.appends[name], batch_id)
                 for name in plan.tables()}
 
@@ -438,8 +435,8 @@ class DeltaSparkWriter:
                 # The MERGE layout's rows are final: adding the column migrates them (see migrate_layout).
                 self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({REMOVED} BOOLEAN)")
 
-    def write_batch(self, batch_id: int, rows: pa.Table | Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        plan = plan_batch(rows)
+    def write_batch(self, batch_id: int, batch: Mapping[str, pa.Table]) -> dict[str, int]:
+        plan = plan_batch(batch)
         written: dict[str, int] = {}
         for name in plan.tables():
             df = self.spark.createDataFrame(plan.appends[name])

@@ -30,7 +30,13 @@ from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
 from pipelines.lakehouse.tables import DeltaRsWriter, DeltaSparkWriter, TableWriter, as_of_image, clusters, read_table
-from pipelines.streaming.processor import OUTPUT_SCHEMA, ClusterReplayProcessor, settle_batch, unpack_output
+from pipelines.streaming.processor import (
+    OUTPUT_SCHEMA,
+    ClusterReplayProcessor,
+    batch_rows,
+    settle_batch,
+    unpack_output,
+)
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
@@ -285,11 +291,11 @@ class _Sink:
             self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
             self._writer.ensure_tables()
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        rows = settle_batch(unpack_output(df.toArrow()), self._halted)
+        batch = settle_batch(unpack_output(df.toArrow()), self._halted)
         computed = time.monotonic()
-        written = self._writer.write_batch(batch_id, rows) if rows.num_rows else {}
-        self.stats.append(BatchStats(batch_id, rows.num_rows, written, time.monotonic() - started,
-                                     computed - started))
+        rows = batch_rows(batch)
+        written = self._writer.write_batch(batch_id, batch) if rows else {}
+        self.stats.append(BatchStats(batch_id, rows, written, time.monotonic() - started, computed - started))
         if self._on_batch is not None:
             self._on_batch(self.stats[-1])
 
@@ -302,7 +308,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             follow_interval: str = "5 seconds", timeout_seconds: int | None = None,
             stop_when: Callable[[], bool] | None = None,
             policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None,
-            on_session: Callable[[], None] | None = None, buckets: int | None = None) -> RunSummary:
+            on_session: Callable[[], None] | None = None, buckets: int | None = None,
+            splits: int | None = None, min_split_entries: int | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -313,7 +320,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
     ``on_batch`` is called after each micro-batch is written (progress for a long replay), ``on_session`` once the
     Spark session is up (its start takes seconds: a progress display says what it waits for). ``buckets``: replay
-    buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint).
+    buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint). ``splits``: tasks that read
+    one cluster's range of a micro-batch (default: the session's default parallelism, its cores;
+    ``pipelines.streaming.source.split_range``), of at least ``min_split_entries`` offsets each.
     """
     if not inputs:
         raise InputError("no input given")
@@ -352,7 +361,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
                              max_entries_per_batch=cap, policy=policy, checkpoint=checkpoint,
-                             buckets=bucket_count, key_partitions=state_key_partitions(checkpoint, session))
+                             buckets=bucket_count, key_partitions=state_key_partitions(checkpoint, session),
+                             splits=splits if splits is not None else session.sparkContext.defaultParallelism,
+                             min_split_entries=min_split_entries)
     if not follow:
         # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
         # AvailableNow would read one batch only from a Python source (no admission control), so the source is told

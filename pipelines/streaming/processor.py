@@ -22,15 +22,15 @@ state variable    key → value                                why
 views of them, and only the keys its steps changed are written back. Every rule is the model's: this module only
 moves values between Spark state, ``jbod_model`` objects and output rows.
 
-Output rows are ``(cluster_id, ord, table, payload)``: ``payload`` is a JSON object, either a row of an append-only
-table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a keyed entity
-(``pipelines.lakehouse.tables.event_payload``: the key by column name, ``o`` offset, ``t`` ms, ``v`` value or
-null) that :mod:`pipelines.lakehouse.tables` turns into current and
-history rows.
+Output rows are typed, table by table (``pipelines.lakehouse.tables.operator_schema``): either a row of an
+append-only table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a
+keyed entity (its key, ``o`` offset, ``t`` ms, the new value's columns, ``removed``) that
+:mod:`pipelines.lakehouse.tables` turns into current and history rows.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -69,7 +69,7 @@ from jbod_model.records.json_codec import record_to_json
 from jbod_model.replicas import ReplicaState
 from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
-from pipelines.lakehouse.tables import event_payload
+from pipelines.lakehouse.tables import ENTITIES, operator_schema
 from pipelines.streaming.codec import (
     broker_from_text,
     broker_to_text,
@@ -83,11 +83,16 @@ from pipelines.streaming.codec import (
     unpack_rows,
 )
 
-#: The operator's output schema: packets of a bucket's output rows (``cluster_id, ord, table, payload, bucket,
-#: at``, see :class:`RowSink`), one list per column, at most :data:`OUTPUT_PACKET_ROWS` rows each — one Spark row
-#: costs the JVM the same conversions and copies whatever it holds (:func:`unpack_output` on the driver).
-OUTPUT_SCHEMA = ("cluster_id string, bucket int, ords array<long>, tables array<string>, payloads array<string>, "
-                 "ats array<long>")
+#: The operator's output schema: packets of a bucket's output rows of one table (see :class:`RowSink`), at most
+#: :data:`OUTPUT_PACKET_ROWS` of them as one Arrow IPC stream of typed columns (``rows``): one Spark row costs the
+#: JVM the same conversions and copies whatever it holds, and no value is turned into text and parsed back
+#: (:func:`unpack_output` on the driver).
+OUTPUT_SCHEMA = "cluster_id string, bucket int, table string, rows binary"
+
+
+@functools.cache
+def _sink_schema(table: str) -> pa.Schema:
+    return pa.schema([("ord", pa.int64()), ("at", pa.int64()), *operator_schema(table)])
 
 #: Output rows per output packet.
 OUTPUT_PACKET_ROWS = 50_000
@@ -262,33 +267,27 @@ def _put(state: MapState, values: Mapping[tuple[Any, ...], tuple[Any, ...] | Non
 # Encoding steps as rows
 
 
-def _broker_value(reg: BrokerRegistration) -> dict[str, Any]:
-    return {"broker_epoch": reg.epoch, "incarnation_id": str(reg.incarnation_id), "fenced": reg.fenced,
-            "in_controlled_shutdown": reg.in_controlled_shutdown,
-            "is_migrating_zk_broker": reg.is_migrating_zk_broker, "rack": reg.rack,
-            "log_dirs": [str(d) for d in reg.directories],
-            "listeners": dumps([{"name": e.name, "host": e.host, "port": e.port,
-                                 "securityProtocol": e.security_protocol} for e in reg.listeners])}
+def _broker_value(reg: BrokerRegistration) -> tuple[Any, ...]:
+    return (reg.epoch, str(reg.incarnation_id), reg.fenced, reg.in_controlled_shutdown, reg.is_migrating_zk_broker,
+            reg.rack, [str(d) for d in reg.directories],
+            dumps([{"name": e.name, "host": e.host, "port": e.port, "securityProtocol": e.security_protocol}
+                   for e in reg.listeners]))
 
 
-def _partition_value(name: str, p: PartitionRegistration) -> dict[str, Any]:
-    return {"topic_name": name, "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
-            "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-            "leader_recovery_state": p.leader_recovery_state, "directories": [str(d) for d in p.directories],
-            "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas),
-            "eligible_leader_replicas": list(p.elr), "last_known_elr": list(p.last_known_elr)}
+def _partition_value(name: str, p: PartitionRegistration) -> tuple[Any, ...]:
+    return (name, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.leader_recovery_state,
+            [str(d) for d in p.directories], p.adding_replicas, p.removing_replicas, p.elr, p.last_known_elr)
 
 
-def _replica_value(name: str, r: ReplicaState) -> dict[str, Any]:
-    return {"topic_name": name, "directory": str(r.directory), "directory_state": r.directory_state.value,
-            "offline": r.offline, "offline_reason": r.offline_reason.value if r.offline_reason else None}
+def _replica_value(name: str, r: ReplicaState) -> tuple[Any, ...]:
+    return (name, str(r.directory), r.directory_state.value, r.offline,
+            r.offline_reason.value if r.offline_reason else None)
 
 
-def _offline_value(name: str, r: ReplicaState | None) -> dict[str, Any] | None:
+def _offline_value(name: str, r: ReplicaState | None) -> tuple[Any, ...] | None:
     if r is None or not r.offline:
         return None
-    return {"topic_name": name, "directory": str(r.directory), "directory_state": r.directory_state.value,
-            "reason": r.offline_reason.value if r.offline_reason else None}
+    return name, str(r.directory), r.directory_state.value, r.offline_reason.value if r.offline_reason else None
 
 
 def _offline_key(r: ReplicaState | None) -> tuple[Any, ...] | None:
@@ -299,8 +298,14 @@ def _offline_key(r: ReplicaState | None) -> tuple[Any, ...] | None:
     return r.directory, r.directory_state, r.offline_reason
 
 
+#: Each entity's value columns, all null: its row of a removal.
+_REMOVED_VALUES: Mapping[str, tuple[None, ...]] = {name: (None,) * len(e.value) for name, e in ENTITIES.items()}
+
+
 class RowSink:
-    """Collects one cluster bucket's output rows in order, with the offset of the step each row belongs to.
+    """Collects one cluster bucket's output rows in order, table by table, as typed values in each table's
+    :func:`pipelines.lakehouse.tables.operator_schema` order, each with its ``ord`` and the offset of the step it
+    belongs to (``at``; None for a controller response).
 
     ``ord`` is unique across a cluster's buckets (``index × buckets + bucket``) and increases within a bucket, where
     every key's events are (a key belongs to one bucket)."""
@@ -313,9 +318,9 @@ class RowSink:
         self.buckets = buckets
         #: Snapshot record offset (local to the file) → its index among the snapshot's records.
         self.snapshot_index = snapshot_index or {}
-        self.rows: list[tuple[str, int, str, str]] = []
-        #: The offset of the step (or fault, or gap) each row of ``rows`` belongs to; None for a controller response.
-        self.at: list[int | None] = []
+        #: Table → its rows: ``(ord, at, *values)``.
+        self.rows: dict[str, list[tuple[Any, ...]]] = {}
+        self.count = 0
         #: The batch's input records by offset: (source, type, version, data, payload) as the source wrote them.
         self._inputs: dict[int, tuple[str | None, str, int, str | None, str | None]] = {}
 
@@ -326,12 +331,29 @@ class RowSink:
         if offset is not None:
             self._inputs[offset] = (row["source"], row["type"], int(row["version"]), row["data"], row["payload"])
 
-    def add(self, table: str, payload: dict[str, Any], at: int | None = None) -> None:
-        self.rows.append((self.cluster_id, len(self.rows) * self.buckets + self.bucket, table, dumps(payload)))
-        self.at.append(at)
+    def add(self, table: str, values: tuple[Any, ...], at: int | None = None) -> None:
+        found = self.rows.get(table)
+        if found is None:
+            found = self.rows[table] = []
+        found.append((self.count * self.buckets + self.bucket, at, *values))
+        self.count += 1
 
-    def event(self, entity: str, key: list[Any], step: Step, value: dict[str, Any] | None) -> None:
-        self.add(entity, event_payload(entity, key, step.offset, step.timestamp, value), step.offset)
+    def tables(self) -> dict[str, pa.Table]:
+        """The rows as typed tables: ``ord``, ``at`` and the table's :func:`operator_schema` columns. A column is
+        built from a list in one call (C), as the rows were collected as tuples: no value becomes text."""
+        out = {}
+        for name, rows in self.rows.items():
+            schema = _sink_schema(name)
+            columns = zip(*rows, strict=True)
+            out[name] = pa.table([pa.array(column, f.type) for column, f in zip(columns, schema, strict=True)],
+                                 schema=schema)
+        return out
+
+    def event(self, entity: str, key: tuple[Any, ...], step: Step, value: tuple[Any, ...] | None) -> None:
+        if value is None:
+            self.add(entity, (*key, step.offset, step.timestamp, *_REMOVED_VALUES[entity], True), step.offset)
+        else:
+            self.add(entity, (*key, step.offset, step.timestamp, *value, False), step.offset)
 
     def record(self, entry: LogEntry, applied: int | None, at: int, snapshot_index: int | None = None,
                offset: int | None = None) -> None:
@@ -344,11 +366,9 @@ class RowSink:
             obj = record_to_json(entry.record)
             type_name, version, payload = obj["type"], obj["version"], obj.get("payload")
             data = None if obj.get("data") is None else dumps(obj["data"])
-        self.add("records", {
-            "offset": entry.offset if offset is None else offset, "batch_base_offset": entry.batch_base_offset,
-            "leader_epoch": entry.leader_epoch, "timestamp": entry.timestamp, "type": type_name,
-            "version": version, "data": data, "payload": payload, "source": entry.source, "origin": origin,
-            "snapshot_index": snapshot_index, "applied_offset": applied}, at)
+        self.add("records", (entry.offset if offset is None else offset, entry.batch_base_offset, entry.leader_epoch,
+                             entry.timestamp, type_name, version, data, payload, entry.source, origin, snapshot_index,
+                             applied), at)
 
     def step(self, step: Step) -> None:
         """Bronze rows for the step's records, then one event per changed key: of the rows this bucket owns
@@ -363,20 +383,20 @@ class RowSink:
         for entry in step.aborted:
             self.record(entry, None, step.offset)
         for f in step.features:
-            self.event("feature", [f.key], step, None if f.new is None else {"level": f.new})
+            self.event("feature", (f.key,), step, None if f.new is None else (f.new,))
         for b in step.brokers:
-            self.event("broker", [b.key], step, None if b.new is None else _broker_value(b.new))
+            self.event("broker", (b.key,), step, None if b.new is None else _broker_value(b.new))
         for t in step.topics:
-            self.event("topic", [str(t.key)], step, None if t.new is None else {"topic_name": t.new})
+            self.event("topic", (str(t.key),), step, None if t.new is None else (t.new,))
         for p in step.partitions:
-            self.event("partition", [str(p.topic_id), p.partition_id], step,
+            self.event("partition", (str(p.topic_id), p.partition_id), step,
                        None if p.new is None else _partition_value(p.topic_name, p.new))
         for r in step.replicas:
             self._replica(step, r)
 
     def _replica(self, step: Step, r: ReplicaChange) -> None:
         topic_id, partition_id, broker_id = r.key
-        key = [str(topic_id), partition_id, broker_id]
+        key = (str(topic_id), partition_id, broker_id)
         self.event("replica", key, step, None if r.new is None else _replica_value(r.topic_name, r.new))
         if _offline_key(r.old) != _offline_key(r.new):
             self.event("offline", key, step, _offline_value(r.topic_name, r.new))
@@ -386,17 +406,15 @@ class RowSink:
         error = handled.error
         data = entry.request.to_json()
         written = handled.entries
-        self.add("controller_responses", {
-            "request_seq": seq, "request_offset": entry.offset, "type": entry.request.TYPE_NAME,
-            "version": entry.request.version,
-            "broker_id": data.get("brokerId") if isinstance(data.get("brokerId"), int) else None,
-            "error_code": int(error.error) if error is not None else int(response.get("errorCode", 0) or 0),
-            "error_message": error.message if error is not None else response.get("errorMessage"),
-            "response": dumps(response), "records_written": len(written),
-            "first_record_offset": written[0].offset if written else None,
-            "last_record_offset": written[-1].offset if written else None,
-            "partition_errors": [{"topic": t, "partition_id": p, "error_code": c}
-                                 for t, p, c in response_partition_errors(response)]}, entry.offset)
+        self.add("controller_responses", (
+            seq, entry.offset, entry.request.TYPE_NAME, entry.request.version,
+            data.get("brokerId") if isinstance(data.get("brokerId"), int) else None,
+            int(error.error) if error is not None else int(response.get("errorCode", 0) or 0),
+            error.message if error is not None else response.get("errorMessage"),
+            dumps(response), len(written), written[0].offset if written else None,
+            written[-1].offset if written else None,
+            [{"topic": t, "partition_id": p, "error_code": c} for t, p, c in response_partition_errors(response)]),
+            entry.offset)
 
     def gap(self, step: Step, gap_from: int, snapshot_end: int) -> None:
         """A ``log_gaps`` row: the offsets the stream never read because Kafka deleted them first, and the snapshot
@@ -406,31 +424,23 @@ class RowSink:
         source = step.entries[0].source if step.entries else None
         changed = (len(step.features) + len(step.brokers) + len(step.topics) + len(step.partitions)
                    + len(step.replicas))
-        self.add("log_gaps", {
-            "first_missing_offset": gap_from, "last_missing_offset": snapshot_end - 1,
-            "snapshot_end_offset": snapshot_end, "snapshot_source": source, "snapshot_time": step.timestamp,
-            "changed_rows": changed, "dropped_records": len(step.aborted),
-            "message": _rebootstrap_message(gap_from, snapshot_end, changed)}, step.offset)
+        self.add("log_gaps", (gap_from, snapshot_end - 1, snapshot_end, source, step.timestamp, changed,
+                              len(step.aborted), _rebootstrap_message(gap_from, snapshot_end, changed)), step.offset)
 
     def skipped(self, row: Mapping[str, Any]) -> None:
         """A ``log_gaps`` row for a source ``gap`` row: offsets the source could not read and skipped (policy
         ``skip``). No snapshot stood in for them and nothing changed at them: replay goes on after the gap."""
-        self.add("log_gaps", {
-            "first_missing_offset": _opt_int(row["gap_from"]), "last_missing_offset": _opt_int(row["gap_last"]),
-            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
-            "dropped_records": 0, "message": row["message"]}, _opt_int(row["gap_from"]))
+        gap_from = _opt_int(row["gap_from"])
+        self.add("log_gaps", (gap_from, _opt_int(row["gap_last"]), None, None, None, 0, 0, row["message"]), gap_from)
 
     def consequence(self, consequence: Consequence) -> None:
         """A ``log_gaps`` row for a record left out under policy ``skip`` because it could not replay after a
         skipped range (:mod:`jbod_model.gaps`): its offset was read but never replayed."""
-        self.add("log_gaps", {
-            "first_missing_offset": consequence.offset, "last_missing_offset": consequence.offset,
-            "snapshot_end_offset": None, "snapshot_source": None, "snapshot_time": None, "changed_rows": 0,
-            "dropped_records": 1, "message": str(consequence)}, consequence.offset)
+        self.add("log_gaps", (consequence.offset, consequence.offset, None, None, None, 0, 1, str(consequence)),
+                 consequence.offset)
 
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
-        self.add("replay_faults", {"seq": seq, "offset": offset, "source": source,
-                                   "error": type(fault).__name__, "message": str(fault)},
+        self.add("replay_faults", (seq, offset, source, type(fault).__name__, str(fault)),
                  offset if offset is not None else seq)
 
 
@@ -487,35 +497,57 @@ class ClusterReplayProcessor(StatefulProcessor):
 
 
 def _output_packets(sink: RowSink, bucket: int) -> Iterator[pd.DataFrame]:
-    """A bucket's output rows as :data:`OUTPUT_SCHEMA` packets (none for a batch without output)."""
-    rows, at = sink.rows, sink.at
-    for start in range(0, len(rows), OUTPUT_PACKET_ROWS):
-        part = rows[start:start + OUTPUT_PACKET_ROWS]
-        _clusters, ords, tables, payloads = zip(*part, strict=True)
-        yield pd.DataFrame({"cluster_id": [sink.cluster_id], "bucket": [bucket], "ords": [list(ords)],
-                            "tables": [list(tables)], "payloads": [list(payloads)],
-                            "ats": [at[start:start + OUTPUT_PACKET_ROWS]]})
+    """A bucket's output rows as :data:`OUTPUT_SCHEMA` packets (none for a batch without output): per table, at most
+    :data:`OUTPUT_PACKET_ROWS` rows in one Arrow IPC stream."""
+    packets: list[tuple[str, bytes]] = []
+    for name, table in sink.tables().items():
+        for start in range(0, table.num_rows, OUTPUT_PACKET_ROWS):
+            packets.append((name, _ipc(table.slice(start, OUTPUT_PACKET_ROWS))))
+    if packets:
+        yield pd.DataFrame({"cluster_id": [sink.cluster_id] * len(packets), "bucket": [bucket] * len(packets),
+                            "table": [name for name, _ in packets], "rows": [data for _, data in packets]})
 
 
-def unpack_output(packets: pa.Table) -> pa.Table:
-    """The operator's output packets (:data:`OUTPUT_SCHEMA`, as the sink collects them) as one row per output row:
-    ``cluster_id, ord, table, payload, bucket, at`` — columnar, no row becomes a Python object."""
-    lists = packets.column("ords").combine_chunks()
-    owner = pc.list_parent_indices(lists)
-    return pa.table({
-        "cluster_id": pc.take(packets.column("cluster_id"), owner),
-        "ord": pc.list_flatten(lists),
-        "table": pc.list_flatten(packets.column("tables").combine_chunks()),
-        "payload": pc.list_flatten(packets.column("payloads").combine_chunks()),
-        "bucket": pc.take(packets.column("bucket"), owner),
-        "at": pc.list_flatten(packets.column("ats").combine_chunks())})
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def _owned(table: pa.Table, cluster_id: str, bucket: int) -> pa.Table:
+    """A bucket's rows of one table with the cluster and the bucket they came from as the first columns."""
+    n = table.num_rows
+    return table.add_column(0, "bucket", pa.array([bucket] * n, pa.int32())).add_column(
+        0, "cluster_id", pa.array([cluster_id] * n, pa.string()))
+
+
+def unpack_output(packets: pa.Table) -> dict[str, pa.Table]:
+    """The operator's output packets (:data:`OUTPUT_SCHEMA`) as the micro-batch's rows by table: ``cluster_id,
+    bucket, ord, at`` and the table's typed columns (:func:`pipelines.lakehouse.tables.operator_schema`)."""
+    parts: dict[str, list[pa.Table]] = {}
+    clusters, buckets, names = (packets.column(c).to_pylist() for c in ("cluster_id", "bucket", "table"))
+    data = packets.column("rows")
+    for i, (cluster_id, bucket, name) in enumerate(zip(clusters, buckets, names, strict=True)):
+        table = pa.ipc.open_stream(data[i].as_buffer()).read_all()
+        parts.setdefault(name, []).append(_owned(table, cluster_id, bucket))
+    return {name: pa.concat_tables(found) for name, found in parts.items()}
+
+
+def batch_rows(batch: Mapping[str, pa.Table]) -> int:
+    return sum(t.num_rows for t in batch.values())
 
 
 def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState,
-                 maps: Mapping[str, MapState], gap_state: ValueState | None = None) -> list[tuple[str, int, str, str]]:
+                 maps: Mapping[str, MapState], gap_state: ValueState | None = None) -> dict[str, pa.Table]:
     """Replay one cluster's rows of one micro-batch in one bucket; store the changed keys; return the output
-    rows (see :func:`replay_bucket`)."""
-    return replay_bucket(cluster_id, batch, meta_state, maps, gap_state=gap_state).rows
+    rows by table, as :func:`unpack_output` gives them (see :func:`replay_bucket`)."""
+    return sink_output(replay_bucket(cluster_id, batch, meta_state, maps, gap_state=gap_state))
+
+
+def sink_output(sink: RowSink) -> dict[str, pa.Table]:
+    """A sink's rows by table as :func:`unpack_output` gives them, without the packets."""
+    return {name: _owned(table, sink.cluster_id, sink.bucket) for name, table in sink.tables().items()}
 
 
 def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | None, meta_state: ValueState,
@@ -631,25 +663,9 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
     return sink
 
 
-#: Tables whose rows :func:`settle_rows` may merge or drop; every other row of an unhalted cluster passes as is.
-_SETTLED_TABLES = ("replay_faults", "log_gaps")
-
-
-def settle_batch(batch: pa.Table, halted: dict[str, int]) -> pa.Table:
-    """:func:`settle_rows` over a micro-batch as Arrow (what the sink collects). A batch without a fault or a
-    ``log_gaps`` row, of clusters none of which is halted — nearly every batch — passes unchanged, without turning
-    its rows into Python objects; the others go through :func:`settle_rows`."""
-    if batch.num_rows == 0:
-        return batch
-    special = pc.any(pc.is_in(batch.column("table"), pa.array(_SETTLED_TABLES))).as_py()
-    stopped = bool(halted) and pc.any(pc.is_in(batch.column("cluster_id"), pa.array(list(halted)))).as_py()
-    if not special and not stopped:
-        return batch
-    return pa.Table.from_pylist(settle_rows(batch.to_pylist(), halted), schema=batch.schema)
-
-
-def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict[str, Any]]:
-    """One micro-batch's output rows of every bucket, as the cluster's: what the job writes.
+def settle_batch(batch: Mapping[str, pa.Table], halted: dict[str, int]) -> dict[str, pa.Table]:
+    """One micro-batch's output rows of every bucket (table → rows, as :func:`unpack_output` gives them), as the
+    cluster's: what the job writes.
 
     * A replay fault halts the whole cluster at its offset (the rule: ``jbod_model.buckets.cluster_halt`` and
       ``past_halt``): one fault row is kept, and every row of a step at or after it is dropped. ``halted``
@@ -657,51 +673,87 @@ def settle_rows(rows: list[dict[str, Any]], halted: dict[str, int]) -> list[dict
     * The ``log_gaps`` row of a re-bootstrap is counted per bucket: the partial rows are summed into one; the row
       of a record left out after a skipped range, reported by every bucket that replays the record, is kept once.
 
-    Rows are the operator's (``cluster_id, ord, table, payload, bucket, at``); with one bucket nothing changes.
-    """
-    faults: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if row["table"] == "replay_faults" and row["at"] is not None:
-            faults.setdefault(row["cluster_id"], []).append(row)
-    keep_fault: dict[str, int] = {}
-    for cluster_id, found in faults.items():
-        stop, first = cluster_halt(halted.get(cluster_id), [(int(f["at"]), int(f["bucket"])) for f in found])
+    A batch without a fault or a ``log_gaps`` row, of clusters none of which is halted — nearly every batch — passes
+    unchanged; only those two small tables' rows become Python values, the others are filtered as columns. With one
+    bucket nothing changes."""
+    faults = batch.get("replay_faults")
+    gaps = batch.get("log_gaps")
+    special = (faults is not None and faults.num_rows > 0) or (gaps is not None and gaps.num_rows > 0)
+    if not special and not (halted and any(_has_cluster(t, halted) for t in batch.values())):
+        return dict(batch)
+    out = {}
+    for name, table in batch.items():
+        if name == "replay_faults":
+            out[name] = table.take(_kept_faults(table.to_pylist(), halted))
+    for name, table in batch.items():
+        if name == "replay_faults":
+            continue
+        kept = _before_halt(table, halted)
+        out[name] = _merged_gaps(kept) if name == "log_gaps" else kept
+    return out
+
+
+def _has_cluster(table: pa.Table, clusters: Mapping[str, int]) -> bool:
+    return bool(pc.any(pc.is_in(table.column("cluster_id"), pa.array(list(clusters), pa.string()))).as_py())
+
+
+def _kept_faults(faults: list[dict[str, Any]], halted: dict[str, int]) -> list[int]:
+    """Which of a batch's ``replay_faults`` rows are their cluster's (at most one each); ``halted`` learns where
+    each cluster now stops."""
+    by_cluster: dict[str, list[int]] = {}
+    for i, row in enumerate(faults):
+        if row["at"] is not None:
+            by_cluster.setdefault(row["cluster_id"], []).append(i)
+    kept = []
+    for cluster_id, found in by_cluster.items():
+        stop, first = cluster_halt(halted.get(cluster_id), [(int(faults[i]["at"]), int(faults[i]["bucket"]))
+                                                            for i in found])
         assert stop is not None
         halted[cluster_id] = stop
         if first is not None:
-            keep_fault[cluster_id] = id(found[first])
+            kept.append(found[first])
+    return sorted(kept)
+
+
+def _before_halt(table: pa.Table, halted: Mapping[str, int]) -> pa.Table:
+    """The rows :func:`jbod_model.buckets.past_halt` keeps. Only a batch holding a halted cluster's rows gets here
+    (rare: after a replay fault), so the rule is asked row by row rather than copied as column arithmetic."""
+    if not halted or table.num_rows == 0 or not _has_cluster(table, halted):
+        return table
+    stops = [halted.get(c) for c in table.column("cluster_id").to_pylist()]
+    keep = [not past_halt(at, stop) for at, stop in zip(table.column("at").to_pylist(), stops, strict=True)]
+    return table.filter(pa.array(keep, pa.bool_()))
+
+
+def _merged_gaps(table: pa.Table) -> pa.Table:
+    """``log_gaps`` rows as the cluster's: a re-bootstrap's partial rows (one per bucket) summed into one, the row
+    of a record left out after a skipped range kept once."""
+    if table.num_rows < 2:
+        return table
     out: list[dict[str, Any]] = []
-    gaps: dict[tuple[str, int], dict[str, Any]] = {}
-    # A record left out after a skipped range (``jbod_model.gaps``) that every bucket replays is reported by each.
-    left_out: set[tuple[str, str]] = set()
-    for row in rows:
-        cluster_id, at = row["cluster_id"], row["at"]
-        stop = halted.get(cluster_id)
-        if row["table"] == "replay_faults" and keep_fault.get(cluster_id) != id(row):
-            continue
-        if past_halt(at, stop) and keep_fault.get(cluster_id) != id(row):
-            continue
-        if row["table"] == "log_gaps":
-            payload = orjson.loads(row["payload"])
-            if payload["snapshot_end_offset"] is not None:
-                key = (cluster_id, int(payload["first_missing_offset"]))
-                if key in gaps:
-                    merged = orjson.loads(gaps[key]["payload"])
-                    merged["changed_rows"] += payload["changed_rows"]
-                    merged["dropped_records"] += payload["dropped_records"]
-                    merged["snapshot_source"] = merged["snapshot_source"] or payload["snapshot_source"]
-                    merged["message"] = _rebootstrap_message(merged["first_missing_offset"],
-                                                             merged["snapshot_end_offset"], merged["changed_rows"])
-                    gaps[key]["payload"] = dumps(merged)
-                    continue
-                gaps[key] = dict(row)
-                out.append(gaps[key])
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    left_out: set[tuple[Any, ...]] = set()
+    fields = [name for name in table.column_names if name not in ("bucket", "ord", "at")]
+    for row in table.to_pylist():
+        if row["snapshot_end_offset"] is not None:
+            key = (row["cluster_id"], int(row["first_missing_offset"]))
+            first = merged.get(key)
+            if first is None:
+                merged[key] = row
+                out.append(row)
                 continue
-            if (cluster_id, row["payload"]) in left_out:
-                continue
-            left_out.add((cluster_id, row["payload"]))
+            first["changed_rows"] += row["changed_rows"]
+            first["dropped_records"] += row["dropped_records"]
+            first["snapshot_source"] = first["snapshot_source"] or row["snapshot_source"]
+            first["message"] = _rebootstrap_message(first["first_missing_offset"], first["snapshot_end_offset"],
+                                                    first["changed_rows"])
+            continue
+        same = tuple(row[name] for name in fields)
+        if same in left_out:
+            continue
+        left_out.add(same)
         out.append(row)
-    return out
+    return pa.Table.from_pylist(out, schema=table.schema)
 
 
 def _row_dicts(batch: pd.DataFrame) -> list[dict[str, Any]]:

@@ -558,12 +558,15 @@ def input_schema() -> StructType:
 def source_options(paths: Sequence[str | Path], *, cluster_id: str | None = None,
                    cluster_ids: dict[str, str] | None = None, max_entries_per_batch: int | None = None,
                    policy: ReadPolicy = "fail", checkpoint: str | Path | None = None,
-                   buckets: int = 1, key_partitions: int | None = None) -> dict[str, str]:
+                   buckets: int = 1, key_partitions: int | None = None, splits: int = 1,
+                   min_split_entries: int | None = None) -> dict[str, str]:
     """The options of ``spark.readStream.format("kraft_metadata")`` for these inputs. ``key_partitions``: the state
     partitions the operator's groups are placed on (``pipelines.streaming.placement``); None: buckets keyed by their
-    number."""
+    number. ``splits``: tasks that read one cluster's range of a micro-batch, at most (:func:`split_range`)."""
     opts = {"paths": json.dumps([str(Path(p).resolve()) for p in paths]), "policy": policy,
-            "buckets": str(check_buckets(buckets))}
+            "buckets": str(check_buckets(buckets)), "splits": str(splits)}
+    if min_split_entries is not None:
+        opts["minSplitEntries"] = str(min_split_entries)
     if key_partitions is not None:
         opts["keyPartitions"] = str(key_partitions)
     if checkpoint is not None:
@@ -584,6 +587,10 @@ def available_offsets(options: Mapping[str, str]) -> Offsets:
     return SourcePlanner(dataclasses.replace(config, max_entries=None, end=None)).latest()
 
 
+#: The fewest offsets a piece of a split range holds (:func:`split_range`): below that a task costs more than it saves.
+DEFAULT_MIN_SPLIT_ENTRIES = 20_000
+
+
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
     """The parsed options."""
@@ -602,6 +609,9 @@ class SourceConfig:
     #: The state partitions a bucket's grouping key is chosen for (``pipelines.streaming.placement``); None: a
     #: bucket's key is its number.
     key_partitions: int | None = None
+    #: Tasks a cluster's range of a micro-batch is read by, at most (:func:`split_range`).
+    splits: int = 1
+    min_split_entries: int = DEFAULT_MIN_SPLIT_ENTRIES
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -622,9 +632,13 @@ class SourceConfig:
         key_partitions = int(opts["keypartitions"]) if opts.get("keypartitions") else None
         if key_partitions is not None and key_partitions < 1:
             raise InputError("keyPartitions must be at least 1")
+        splits = int(opts.get("splits", "1"))
+        min_split = int(opts.get("minsplitentries", str(DEFAULT_MIN_SPLIT_ENTRIES)))
+        if splits < 1 or min_split < 1:
+            raise InputError("splits and minSplitEntries must be at least 1")
         return cls(tuple(paths), opts.get("clusterid"), json.loads(opts.get("clusterids", "{}")),
                    max_entries, "fail" if policy == "fail" else "skip", opts.get("checkpointlocation"), end,
-                   buckets, key_partitions)
+                   buckets, key_partitions, splits, min_split)
 
     def discover(self) -> list[ClusterInput]:
         return discover(self.paths, cluster_id=self.cluster_id, cluster_ids=self.cluster_ids)
@@ -738,6 +752,32 @@ def _later(a: Position | None, b: Position) -> Position:
 PACKET_ROWS = 4096
 
 
+def split_range(ci: ClusterInput, start: Position, end: Position, parts: int,
+                min_entries: int = DEFAULT_MIN_SPLIT_ENTRIES) -> list[tuple[Position, Position]]:
+    """A cluster's range of one micro-batch as up to ``parts`` consecutive ranges of at least ``min_entries``
+    offsets, read by as many tasks at once: the decode of one cluster's log spread over the cores (issue #13).
+
+    The pieces' rows together are the whole range's: each piece is read as a micro-batch's range is (the reader
+    reads past a piece's end to report a run of unreadable offsets whole, and the next piece, starting inside it,
+    stays silent), the snapshot a range starts from stays with the first piece, a bounded run's torn tail with the
+    last, and no cut falls before the log's start (a deleted run is one range's, see :func:`_latest_log`). Rows
+    carry their offsets as ``seq``, so the operator orders them whoever read them. Only metadata logs are split:
+    a JSONL stream's positions are byte offsets and its controller replays in one bucket."""
+    if ci.kind != "log" or parts < 2 or end["next"] <= max(start["next"], 0):
+        return [(start, end)]
+    first = max(start["next"], 0)
+    if end["snap"] >= 0 and end["snap"] != start["snap"]:
+        first = max(first, end["snap"])
+    log_start = _log_start([MetadataLogDir.open(p) for p in ci.paths])
+    if log_start is not None:
+        first = max(first, log_start)
+    count = min(parts, (end["next"] - first) // max(1, min_entries))
+    if count < 2:
+        return [(start, end)]
+    cuts = [{"next": first + (end["next"] - first) * i // count, "snap": end["snap"]} for i in range(1, count)]
+    return list(zip([start, *cuts], [*cuts, end], strict=True))
+
+
 class _Partition(InputPartition):
     """One cluster's range of one micro-batch."""
 
@@ -765,9 +805,13 @@ class _StreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         config = self.planner.config
-        return [_Partition(ci, s, e, config.policy, config.reaches_end(ci.cluster_id, e), config.buckets,
-                           config.key_partitions)
-                for ci, s, e in self.planner.plan(start, end)]
+        out: list[InputPartition] = []
+        for ci, s, e in self.planner.plan(start, end):
+            pieces = split_range(ci, s, e, config.splits, config.min_split_entries)
+            final = config.reaches_end(ci.cluster_id, e)
+            out += [_Partition(ci, ps, pe, config.policy, final and pe is e, config.buckets, config.key_partitions)
+                    for ps, pe in pieces]
+        return out
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)

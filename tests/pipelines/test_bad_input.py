@@ -268,8 +268,11 @@ def _operator_rows(entries: list[LogEntry], gap_at: int | None,
     meta, gap_state = FakeValueState(), FakeValueState()
     out = []
     for part in (rows[:cut], rows[cut:]):
-        out += replay_batch("c", pd.DataFrame(part), meta, maps, gap_state)  # type: ignore[arg-type]
-    return [{"table": t, **json.loads(p)} for _c, _o, t, p in out if t in ("log_gaps", "replay_faults")], meta
+        batch = replay_batch("c", pd.DataFrame(part), meta, maps, gap_state)  # type: ignore[arg-type]
+        found = [{"table": name, **row} for name in ("log_gaps", "replay_faults") if name in batch
+                 for row in batch[name].to_pylist()]
+        out += sorted(found, key=lambda r: r["ord"])
+    return out, meta
 
 
 def test_the_operator_leaves_out_the_consequences_of_a_gap_and_goes_on() -> None:

@@ -102,8 +102,7 @@ def write_lakehouse(tables: Path, cluster_id: str, entries: Sequence[StreamEntry
     size = batch_size or max(1, len(rows_in))
     for batch_id, start in enumerate(range(0, len(rows_in), size)):
         frame = pd.DataFrame([dataclasses.asdict(r) for r in rows_in[start:start + size]])
-        rows = replay_batch(cluster_id, frame, meta, maps)  # type: ignore[arg-type]
-        writer.write_batch(batch_id, [{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
+        writer.write_batch(batch_id, replay_batch(cluster_id, frame, meta, maps))  # type: ignore[arg-type]
     return tables
 
 

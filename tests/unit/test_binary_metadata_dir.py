@@ -24,6 +24,7 @@ from jbod_model.storage.files import (
 )
 from jbod_model.storage.log_reader import MissingOffsets, ReadReport
 from jbod_model.storage.log_writer import (
+    encode_batch_bytes,
     encode_data_batch,
     snapshot_path,
     write_segment,
@@ -341,3 +342,22 @@ def test_a_start_offset_inside_a_batch_reads_from_it(tmp_path: Path) -> None:
     log = MetadataLog.open(tmp_path / "n")
     assert [e.offset for e in log.log_entries(start_offset=3, until_offset=6)] == [3, 4, 5]
     assert [e.offset for e in log.log_entries(start_offset=4, until_offset=5)] == [4]
+
+
+def test_batches_before_the_start_offset_are_not_decoded(tmp_path: Path) -> None:
+    """A reader that starts inside a segment decodes only what it asked for: a batch wholly before ``start_offset``
+    is framed and CRC-checked but its records are not decoded — a record there that cannot be decoded goes unseen,
+    as it would in an earlier segment, which is not read at all. Read from its offset, it is a fault."""
+    good = [encode_data_batch([NoOpRecord()], base_offset=o, leader_epoch=1, timestamp=TS) for o in (0, 2, 3)]
+    # Offset 1: a record of an unknown frame version, in a batch whose CRC is right.
+    bad = encode_batch_bytes([(None, b"\x7f\x00\x00")], base_offset=1, leader_epoch=1, timestamp=TS)
+    part = tmp_path / "n" / PARTITION_DIR
+    part.mkdir(parents=True)
+    (part / segment_file_name(0)).write_bytes(good[0] + bad + good[1] + good[2])
+    log = MetadataLog.open(tmp_path / "n")
+    for include_control in (False, True):  # the single-copy path and the merge path
+        report = ReadReport()
+        got = list(log.log_entries(start_offset=2, policy="fail", report=report, include_control=include_control))
+        assert [e.offset for e in got] == [2, 3] and report.records == 2
+        with pytest.raises(DecodeError):
+            list(log.log_entries(start_offset=1, policy="fail", include_control=include_control))

@@ -7,7 +7,6 @@ layout is refused by the readers with a clear message until it is migrated."""
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ from pipelines.lakehouse.tables import (
     ENTITIES,
     REMOVED,
     DeltaRsWriter,
-    event_payload,
+    batch_tables,
+    event_row,
     fold_versions,
     read_table,
     table_schemas,
@@ -61,9 +61,9 @@ def _fold(events: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]],
             {tuple(h) for h in history})
 
 
-def _rows(batch: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]]) -> list[dict[str, Any]]:
-    return [{"cluster_id": "c", "ord": i, "table": ENTITY.name,
-             "payload": json.dumps(event_payload(ENTITY.name, list(k), o, o, v))} for i, (k, o, v) in enumerate(batch)]
+def _rows(batch: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]]) -> dict[str, pa.Table]:
+    return batch_tables({"cluster_id": "c", "ord": i, **event_row(ENTITY.name, k, o, o, v)}
+                        for i, (k, o, v) in enumerate(batch))
 
 
 def _read(root: Path, current: str, history: str) -> tuple[set[tuple[Any, ...]], list[tuple[Any, ...]]]:

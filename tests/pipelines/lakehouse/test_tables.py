@@ -3,7 +3,6 @@ the right current rows and history versions."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 
 from jbod_model.replay import replay_records
 from jbod_model.simulator.churn import ChurnSpec, churn_log
-from pipelines.lakehouse.tables import VERSIONED, event_payload, plan_batch, stored_schemas, table_schemas
+from pipelines.lakehouse.tables import VERSIONED, batch_tables, event_row, plan_batch, stored_schemas, table_schemas
 from pipelines.streaming.codec import broker_from_text, broker_to_text, partition_from_text, partition_to_text
 
 
@@ -28,14 +27,15 @@ def test_registrations_round_trip_through_their_state_form(seed: int) -> None:
 
 def _event(ord_: int, entity: str, key: list[object], offset: int,
            value: dict[str, object] | None) -> dict[str, object]:
-    return {"cluster_id": "c", "ord": ord_, "table": entity,
-            "payload": json.dumps(event_payload(entity, key, offset, 1000 + offset, value))}
+    return {"cluster_id": "c", "ord": ord_, **event_row(entity, key, offset, 1000 + offset, value)}
 
 
 def test_events_of_a_key_become_versions_and_one_current_row() -> None:
-    rows = [_event(0, "topic", ["T"], 5, {"topic_name": "a"}), _event(1, "topic", ["T"], 9, None),
-            _event(2, "topic", ["T"], 12, {"topic_name": "a"}), _event(3, "topic", ["U"], 7, {"topic_name": "u"})]
-    plan = plan_batch(rows)
+    t, u = ["T"], ["U"]
+    # Out of order as the buckets hand them over: plan_batch applies them in ``ord`` order.
+    rows = [_event(3, "topic", u, 7, {"topic_name": "u"}), _event(0, "topic", t, 5, {"topic_name": "a"}),
+            _event(2, "topic", t, 12, {"topic_name": "a"}), _event(1, "topic", t, 9, None)]
+    plan = plan_batch(batch_tables(rows))
     history = plan.rows("topic_history")
     # Appended only, no end stored: the key's next row ends a version (readers derive it, jbod maintain stores it).
     assert [(r["topic_id"], r["removed"], r["valid_from_offset"], r["valid_to_offset"]) for r in history] == [
@@ -46,7 +46,7 @@ def test_events_of_a_key_become_versions_and_one_current_row() -> None:
 
 
 def test_a_deleted_key_leaves_a_removed_row_that_ends_its_version() -> None:
-    plan = plan_batch([_event(0, "broker", [1], 3, None)])
+    plan = plan_batch(batch_tables([_event(0, "broker", [1], 3, None)]))
     assert plan.rows("brokers")[0]["removed"]
     assert [(r["removed"], r["valid_from_offset"]) for r in plan.rows("broker_history")] == [(True, 3)]
 
@@ -72,8 +72,8 @@ def test_record_times_are_written_in_microseconds() -> None:
            "type": "NO_OP_RECORD", "version": 0, "data": "{}", "payload": None, "source": "s", "origin": "log",
            "snapshot_index": None, "applied_offset": 7}
     no_time = {**row, "offset": 8, "timestamp": None}
-    plan = plan_batch([{"cluster_id": "c", "ord": i, "table": "records", "payload": json.dumps(r)}
-                       for i, r in enumerate([row, no_time])])
+    plan = plan_batch(batch_tables([{"cluster_id": "c", "ord": i, "table": "records", **r}
+                                    for i, r in enumerate([row, no_time])]))
     stamps = plan.appends["records"].column("timestamp")
     assert stamps.type == pa.timestamp("us", tz="UTC")
     assert stamps.cast(pa.int64()).to_pylist() == [1_700_000_000_123_000, None]

@@ -48,7 +48,8 @@ def _run(spark: SparkSession, inputs: list[Path], tmp: Path, size: int | None, *
 def test_generated_metadata_dir(spark: SparkSession, tmp_path: Path, size: int | None) -> None:
     entries = churn_log(MEDIUM)
     root = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="medium", records_per_segment=50)
-    tables = _run(spark, [root], tmp_path, size)
+    # Each micro-batch's range read by three tasks at once (pipelines.streaming.source.split_range).
+    tables = _run(spark, [root], tmp_path, size, splits=3, min_split_entries=5)
     assert clusters(tables) == ["medium"]
     assert_tables_match_model(tables, [root], "medium", step_offsets(entries, limit=25))
     # Bronze holds every record once, with its provenance.

@@ -5,7 +5,6 @@ Also checks that the operator's per-batch state traffic does not grow with the c
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,11 @@ from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, Part
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
-from pipelines.lakehouse.tables import ENTITIES, plan_batch
+from pipelines.lakehouse.tables import ENTITIES, batch_tables, plan_batch
 from pipelines.streaming import processor
 from pipelines.streaming.codec import InputRow, entry_to_row, fan_out, pack_rows, unpack_rows
 from pipelines.streaming.job import check_state_layout
-from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_rows
+from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_batch, sink_output
 
 CURRENT_TABLES = {e.current for e in ENTITIES.values()}
 
@@ -39,8 +38,14 @@ def _replica_key(payload: dict[str, Any]) -> tuple[str, int, int]:
     return payload["topic_id"], payload["partition_id"], payload["broker_id"]
 
 
-def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], rows: list[tuple[str, int, str, str]]) -> None:
-    plan = plan_batch([{"cluster_id": c, "ord": o, "table": t, "payload": p} for c, o, t, p in rows])
+def _rows(batch: dict[str, pa.Table], *tables: str) -> list[tuple[str, dict[str, Any]]]:
+    """A batch's rows of ``tables`` as (table, row) in ``ord`` order."""
+    found = [(name, row) for name in tables if name in batch for row in batch[name].to_pylist()]
+    return sorted(found, key=lambda r: r[1]["ord"])
+
+
+def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], batch: dict[str, pa.Table]) -> None:
+    plan = plan_batch(batch)
     for table in plan.tables():
         if table not in CURRENT_TABLES:
             continue
@@ -132,7 +137,7 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
     rows = replay_batch("c", batch, meta, maps)  # type: ignore[arg-type]
     _fold(current, rows)
 
-    payloads = [(table, json.loads(p)) for _, _, table, p in rows]
+    payloads = _rows(rows, "log_gaps", "records", "topic", "offline")
     [gap] = [p for table, p in payloads if table == "log_gaps"]
     assert (gap["first_missing_offset"], gap["last_missing_offset"], gap["snapshot_end_offset"]) == \
         (cut + 2, snap_end - 1, snap_end)
@@ -140,7 +145,7 @@ def test_a_re_bootstrap_replaces_the_state_with_the_snapshot_and_reports_the_gap
     dropped = [p for table, p in payloads if table == "records" and p["applied_offset"] is None]
     assert [p["offset"] for p in dropped] == [cut, cut + 1]
     # The topics deleted in the gap close at the snapshot's offset (the tail may delete others later) …
-    closed = {p["topic_id"] for table, p in payloads if table == "topic" and p["v"] is None and p["o"] == snap_end - 1}
+    closed = {p["topic_id"] for table, p in payloads if table == "topic" and p["removed"] and p["o"] == snap_end - 1}
     assert closed == {str(t) for t in set(before.topics.by_id) - set(snapshot_image.topics.by_id)}
     # … and so do the offline intervals that ended in it (back online, gone, or offline otherwise).
     old, new = _offline(before), _offline(snapshot_image)
@@ -175,11 +180,12 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
     current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
     out = replay_batch("c", batch, meta, maps)  # type: ignore[arg-type]
     _fold(current, out)
-    [logged] = [json.loads(p) for _, _, table, p in out if table == "log_gaps"]
+    [logged] = [{k: v for k, v in p.items() if k not in ("cluster_id", "bucket", "ord", "at")}
+                for _, p in _rows(out, "log_gaps")]
     assert logged == {"first_missing_offset": first, "last_missing_offset": last, "snapshot_end_offset": None,
                       "snapshot_source": None, "snapshot_time": None, "changed_rows": 0, "dropped_records": 0,
                       "message": f"offsets {first}..{last} could not be read"}
-    recorded = [json.loads(p)["offset"] for _, _, table, p in out if table == "records"]
+    recorded = [p["offset"] for _, p in _rows(out, "records")]
     assert recorded == [e.offset for e in kept]
     want = image_to_json(replay_entries(kept))
     assert sorted(current["brokers"]) == sorted((b["brokerId"],) for b in want["brokers"])
@@ -202,35 +208,51 @@ def test_a_cluster_split_over_buckets_writes_what_one_bucket_writes(buckets: int
         _fold(single, replay_batch("c", _frame(entries[i:i + 7]), one[1], one[0]))  # type: ignore[arg-type]
         rows = [r for e in entries[i:i + 7]
                 for r in fan_out(entry_to_row("c", "record", e.offset, e, buckets=buckets), buckets)]
-        out = []
+        parts: dict[str, list[pa.Table]] = {}
         for bucket, (maps, meta) in enumerate(states):
             mine = [dataclasses.asdict(r) for r in rows if r.bucket == bucket]
             sink = replay_bucket("c", pd.DataFrame(mine) if mine else None, meta, maps,  # type: ignore[arg-type]
                                  bucket, buckets)
-            out += [{"cluster_id": c, "ord": o, "table": t, "payload": p, "bucket": bucket, "at": at}
-                    for (c, o, t, p), at in zip(sink.rows, sink.at, strict=True)]
-        settled = settle_rows(out, halted)
-        _fold(split, [(r["cluster_id"], r["ord"], r["table"], r["payload"]) for r in settled])
+            for name, table in sink_output(sink).items():
+                parts.setdefault(name, []).append(table)
+        _fold(split, settle_batch({name: pa.concat_tables(found) for name, found in parts.items()}, halted))
     assert split == single
     assert sorted(split) == sorted(single) and split["replica_assignments"]
 
 
-def _row(table: str, bucket: int, at: int | None, payload: dict[str, Any], ord_: int = 0) -> dict[str, Any]:
-    return {"cluster_id": "c", "ord": ord_, "table": table, "payload": json.dumps(payload), "bucket": bucket,
-            "at": at}
+def _batch(*rows: dict[str, Any]) -> dict[str, pa.Table]:
+    """A batch of the buckets' rows as the sink gets them: ``bucket`` and ``at`` beside each table's columns."""
+    tables = batch_tables(rows)
+    for name, table in tables.items():
+        mine = [r for r in rows if r["table"] == name]
+        tables[name] = table.append_column("bucket", pa.array([r["bucket"] for r in mine], pa.int32())).append_column(
+            "at", pa.array([r["at"] for r in mine], pa.int64()))
+    return tables
+
+
+def _row(table: str, bucket: int, at: int | None, fields: dict[str, Any], ord_: int = 0) -> dict[str, Any]:
+    return {"cluster_id": "c", "ord": ord_, "table": table, "bucket": bucket, "at": at, **fields}
+
+
+def _settled(batch: dict[str, pa.Table]) -> list[tuple[str, Any]]:
+    return [(name, row["at"]) for name in sorted(batch) for row in batch[name].to_pylist()]
 
 
 def test_a_fault_in_one_bucket_halts_the_cluster_at_its_offset() -> None:
     fault = {"seq": 10, "offset": 10, "source": None, "error": "ReplayFault", "message": "m"}
-    rows = [_row("partition", 0, 5, {"o": 5}), _row("partition", 0, 12, {"o": 12}),
-            _row("replay_faults", 1, 10, fault), _row("replay_faults", 0, 11, {**fault, "offset": 11}),
-            _row("partition", 1, 9, {"o": 9})]
+    rows = [_row("partition", 0, 5, {"o": 5}, 0), _row("partition", 0, 12, {"o": 12}, 4),
+            _row("replay_faults", 1, 10, fault, 1), _row("replay_faults", 0, 11, {**fault, "offset": 11}, 8),
+            _row("partition", 1, 9, {"o": 9}, 5)]
     halted: dict[str, int] = {}
-    kept = settle_rows(rows, halted)
-    assert [(r["table"], r["at"]) for r in kept] == [("partition", 5), ("replay_faults", 10), ("partition", 9)]
+    kept = settle_batch(_batch(*rows), halted)
+    assert _settled(kept) == [("partition", 5), ("partition", 9), ("replay_faults", 10)]
+    assert kept["replay_faults"].column("offset").to_pylist() == [10]
     assert halted == {"c": 10}
     # Later batches: the buckets that did not fault go on replaying; none of it is the cluster's.
-    assert settle_rows([_row("partition", 0, 20, {"o": 20})], halted) == []
+    assert _settled(settle_batch(_batch(_row("partition", 0, 20, {"o": 20})), halted)) == []
+    # A controller response (no step) is kept.
+    assert _settled(settle_batch(_batch(_row("controller_responses", 0, None, {"request_seq": 1})), halted)) == \
+        [("controller_responses", None)]
 
 
 def test_partial_rebootstrap_gap_rows_are_summed() -> None:
@@ -239,14 +261,13 @@ def test_partial_rebootstrap_gap_rows_are_summed() -> None:
                 "snapshot_source": source, "snapshot_time": None, "changed_rows": changed,
                 "dropped_records": dropped, "message": "partial"}
 
-    rows = [_row("log_gaps", 0, 9, gap(4, 1, "snap")), _row("log_gaps", 1, 9, gap(6, 2, None))]
-    kept = settle_rows(rows, {})
-    assert len(kept) == 1
-    merged = json.loads(kept[0]["payload"])
+    kept = settle_batch(_batch(_row("log_gaps", 0, 9, gap(4, 1, "snap")), _row("log_gaps", 1, 9, gap(6, 2, None))),
+                        {})
+    [merged] = kept["log_gaps"].to_pylist()
     assert (merged["changed_rows"], merged["dropped_records"], merged["snapshot_source"]) == (10, 3, "snap")
     assert "(10 rows changed)" in merged["message"]
     left_out = {**gap(0, 1, None), "first_missing_offset": 12, "last_missing_offset": 12, "snapshot_end_offset": None}
-    assert len(settle_rows([_row("log_gaps", b, 12, left_out) for b in range(3)], {})) == 1
+    assert settle_batch(_batch(*(_row("log_gaps", b, 12, left_out, b) for b in range(3))), {})["log_gaps"].num_rows == 1
 
 
 def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
@@ -292,11 +313,12 @@ def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPat
     proc.init(_FakeHandle())  # type: ignore[arg-type]
     packets = [pd.DataFrame({"seq": [rows[i].seq], "rows": [pack_rows(rows[i:i + 5])]}) for i in range(0, len(rows), 5)]
     out = list(proc.handleInputRows(("c", 0), iter(packets[::-1]), None))  # type: ignore[arg-type]
-    assert len(out) == -(-len(expected) // 7) > 1
-    schema = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("ords", pa.list_(pa.int64())),
-                        ("tables", pa.list_(pa.string())), ("payloads", pa.list_(pa.string())),
-                        ("ats", pa.list_(pa.int64()))])
+    schema = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("table", pa.string()),
+                        ("rows", pa.binary())])
     flat = processor.unpack_output(pa.concat_tables(pa.Table.from_pandas(f, schema=schema, preserve_index=False)
                                                     for f in out))
-    assert [(r["cluster_id"], r["ord"], r["table"], r["payload"]) for r in flat.to_pylist()] == expected
-    assert processor.unpack_output(pa.Table.from_pylist([], schema=schema)).num_rows == 0
+    assert sum(len(f) for f in out) == sum(-(-t.num_rows // 7) for t in expected.values()) > len(expected)
+    assert sorted(flat) == sorted(expected)
+    for name, table in expected.items():
+        assert flat[name].equals(table), name
+    assert processor.unpack_output(pa.Table.from_pylist([], schema=schema)) == {}

@@ -4,10 +4,11 @@ run over the whole log."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from spark_support import assert_tables_match_model, snapshot_tables, step_offsets
@@ -64,7 +65,7 @@ class _CrashingWriter:
     def ensure_tables(self) -> None:
         self.inner.ensure_tables()
 
-    def write_batch(self, batch_id: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    def write_batch(self, batch_id: int, rows: Mapping[str, pa.Table]) -> dict[str, int]:
         if batch_id != self.batch or _CrashingWriter.crashed:
             return self.inner.write_batch(batch_id, rows)
         # Write a few tables for real, then die as if the driver was killed mid-batch.

@@ -45,7 +45,9 @@ def _damaged_log(root: Path) -> tuple[Path, Path, int, int]:
 def test_policy_skip_keeps_every_good_record_and_logs_the_gap_once(spark: SparkSession, tmp_path: Path) -> None:
     node, segment, first, last = _damaged_log(tmp_path / "in")
     tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
-    summary = run_job([tmp_path / "in"], tables, checkpoint, spark=spark, policy="skip", max_entries_per_batch=25)
+    # Ranges read in pieces of 4+ offsets by three tasks: cuts fall inside and around the damaged batch.
+    summary = run_job([tmp_path / "in"], tables, checkpoint, spark=spark, policy="skip", max_entries_per_batch=25,
+                      splits=3, min_split_entries=4)
 
     # The model's reader with policy skip drops exactly that batch; the tables hold its replay of the rest.
     loaded = open_inputs([node], policy="skip")

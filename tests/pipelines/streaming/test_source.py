@@ -28,6 +28,7 @@ from pipelines.streaming.source import (
     discover,
     read_range,
     source_options,
+    split_range,
 )
 
 ENTRIES = churn_log(ChurnSpec(seed=5, operations=20))
@@ -270,3 +271,68 @@ def test_an_unreadable_batch_is_one_gap_row_under_skip_and_an_error_naming_it_un
             for ci, s, e in planner.plan(start, end):
                 list(read_range(ci, s, e, policy="fail"))
             start = end
+
+
+def _rows_whole_and_split(node: Path, policy: str, cap: int | None, parts: int,
+                          final: bool = False) -> tuple[list[object], list[object]]:
+    """Every range the planner gives, read whole and read as ``split_range``'s pieces one after the other."""
+    planner = _planner([node], policy=policy, max_entries_per_batch=cap)
+    start: dict[str, dict[str, int]] = {}
+    whole: list[object] = []
+    split: list[object] = []
+    while (end := planner.latest()) != start:
+        for ci, s, e in planner.plan(start, end):
+            whole += list(read_range(ci, s, e, policy=policy, final=final))  # type: ignore[arg-type]
+            pieces = split_range(ci, s, e, parts, min_entries=1)
+            assert [p[0] for p in pieces[1:]] == [p[1] for p in pieces[:-1]] and pieces[0][0] == s
+            assert pieces[-1][1] == e and len(pieces) <= parts
+            for ps, pe in pieces:
+                split += list(read_range(ci, ps, pe, policy=policy,  # type: ignore[arg-type]
+                                         final=final and pe is e))
+        start = end
+    return whole, split
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+@pytest.mark.parametrize("cap", [None, 6])
+def test_a_range_read_in_pieces_gives_the_rows_of_the_whole_range(tmp_path: Path, parts: int,
+                                                                  cap: int | None) -> None:
+    """``split_range`` (one cluster's range read by several tasks): the pieces' rows, in order, are the range's —
+    on a clean log, around a corrupt batch under ``skip`` (reported once, however the cuts fall), from a snapshot
+    after Kafka deleted the log's start, and with a torn tail a bounded run leaves unread."""
+    clean = write_metadata_dir(tmp_path / "clean", ENTRIES, cluster_id="c", records_per_segment=20)
+    whole, split = _rows_whole_and_split(clean, "fail", cap, parts)
+    assert split == whole and len(whole) == len(ENTRIES)
+
+    damaged = write_metadata_dir(tmp_path / "damaged", ENTRIES, cluster_id="c", records_per_segment=20)
+    _segment, first, _last = _corrupt_mid_segment(damaged, 1)
+    whole, split = _rows_whole_and_split(damaged, "skip", cap, parts)
+    assert split == whole and [r.offset for r in whole if r.kind == "gap"] == [first]  # type: ignore[attr-defined]
+
+    probe = write_metadata_dir(tmp_path / "probe", ENTRIES, cluster_id="c", records_per_segment=20)
+    cut = sorted(int(s.stem) for s in (probe / METADATA_PARTITION_DIR).glob("*.log"))[1]
+    truncated = write_metadata_dir(tmp_path / "truncated", ENTRIES, cluster_id="c", records_per_segment=20,
+                                   snapshot_at=cut)
+    for segment in sorted((truncated / METADATA_PARTITION_DIR).glob("*.log")):
+        if int(segment.stem) < cut:
+            segment.unlink()
+    whole, split = _rows_whole_and_split(truncated, "fail", cap, parts)
+    assert split == whole and whole[0].kind == "snapshot"  # type: ignore[attr-defined]
+
+    torn = write_metadata_dir(tmp_path / "torn", ENTRIES, cluster_id="c", records_per_segment=20)
+    last = sorted((torn / METADATA_PARTITION_DIR).glob("*.log"))[-1]
+    last.write_bytes(last.read_bytes() + b"\x00" * 30)
+    whole, split = _rows_whole_and_split(torn, "skip", cap, parts, final=True)
+    assert split == whole and whole[-1].kind == "gap"  # type: ignore[attr-defined]
+
+
+def test_a_range_is_split_only_where_it_is_worth_it(tmp_path: Path) -> None:
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=20)
+    [(ci, s, e)] = _planner([node]).plan({}, _planner([node]).latest())
+    assert len(split_range(ci, s, e, 4, min_entries=len(ENTRIES))) == 1  # too few offsets for two pieces
+    assert len(split_range(ci, s, e, 1, min_entries=1)) == 1
+    pieces = split_range(ci, s, e, 4, min_entries=len(ENTRIES) // 2)
+    assert len(pieces) == 2 and pieces[0][1]["next"] == len(ENTRIES) // 2
+    jsonl = write_jsonl_file(tmp_path / "c.jsonl", ENTRIES)
+    [(ci, s, e)] = _planner([jsonl]).plan({}, _planner([jsonl]).latest())
+    assert split_range(ci, s, e, 4, min_entries=1) == [(s, e)]  # byte positions: read by one task
