@@ -7,7 +7,10 @@ in-memory stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, whic
 a round trip to the JVM in Spark), and prints its CPU seconds beside the pure model's replay of the same records and
 beside the model's part of the operator run alone (``model_cpu_seconds``: each bucket's entries replayed by
 ``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, each step through ``owned_step`` —
-what the operator asks of ``jbod_model``, without the state store's reads and the sink's rows)::
+what the operator asks of ``jbod_model``, without the state store's reads and the sink's rows), and apart, the CPU
+of the output's way to the table writes (``output_packets_cpu_seconds``: the operator's typed tables and Arrow IPC
+packets; ``driver_plan_cpu_seconds``: the driver's ``unpack_output``, ``settle_batch`` and ``plan_batch``, no Delta
+write)::
 
     python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
 
@@ -31,6 +34,7 @@ from typing import Any
 
 import orjson
 import pandas as pd
+import pyarrow as pa
 from clusters import benchmark_cluster  # beside this script (run as a script, like every benchmark)
 
 from jbod_model.buckets import owned_step, split_entries
@@ -38,8 +42,9 @@ from jbod_model.changes import DictImageStore, IncrementalReplayer
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
 from jbod_model.stream import entry_from_json
+from pipelines.lakehouse.tables import plan_batch
 from pipelines.streaming.codec import entry_to_row, fan_out
-from pipelines.streaming.processor import MAP_STATES, replay_bucket
+from pipelines.streaming.processor import MAP_STATES, output_packets, replay_bucket, settle_batch, unpack_output
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 # The tests' stand-ins of Spark's state.
@@ -47,16 +52,29 @@ from test_quality_support import FakeMapState, FakeValueState
 
 
 def operator_cpu(frames: dict[int, list[pd.DataFrame]], buckets: int) -> dict[str, Any]:
-    """Run every bucket's batches through the operator on fresh state; its CPU seconds, rows out, state calls."""
+    """Run every bucket's batches through the operator on fresh state; its CPU seconds, rows out, state calls; and
+    apart, the CPU of the output's way to the tables' writes: the operator's packets (``output_packets``: typed
+    tables, Arrow IPC) and the driver's side (``unpack_output``, ``settle_batch``, ``plan_batch``; no Delta write)."""
     out_rows = calls = 0
-    start = time.process_time()
+    replay = packets = driver = 0.0
     for bucket, batches in frames.items():
         maps = {name: FakeMapState() for name in MAP_STATES}
         meta = FakeValueState()
         for batch in batches:
-            out_rows += replay_bucket("bench", batch, meta, maps, bucket, buckets).count  # type: ignore[arg-type]
+            start = time.process_time()
+            sink = replay_bucket("bench", batch, meta, maps, bucket, buckets)  # type: ignore[arg-type]
+            replay += time.process_time() - start
+            out_rows += sink.count
+            start = time.process_time()
+            out = [pa.Table.from_pandas(frame, preserve_index=False) for frame in output_packets(sink, bucket)]
+            packets += time.process_time() - start
+            start = time.process_time()
+            if out:
+                plan_batch(settle_batch(unpack_output(pa.concat_tables(out)), {}))
+            driver += time.process_time() - start
         calls += sum(m.calls for m in maps.values())
-    return {"cpu_seconds": round(time.process_time() - start, 2), "rows_out": out_rows, "state_calls": calls}
+    return {"cpu_seconds": round(replay, 2), "output_packets_cpu_seconds": round(packets, 2),
+            "driver_plan_cpu_seconds": round(driver, 2), "rows_out": out_rows, "state_calls": calls}
 
 
 def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, Any]:

@@ -8,7 +8,8 @@ dir and as canonical JSONL, then measures, in one run on the same machine:
    against the model's): the speed anchor every other time is a ratio to;
 2. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
 3. the Spark job (``pipelines.streaming.job.run_job``, deltalake tables) from an empty checkpoint for each ``--runs``
-   MASTER:BUCKETS (e.g. ``local[1]:4,local[2]:4``: does one cluster use both cores?), session start apart;
+   MASTER:BUCKETS (e.g. ``local[1]:4,local[2]:4``: does one cluster use both cores?; ``standalone[2]:4``: on a
+   standalone cluster of two one-core workers), session start apart;
 4. an incremental run after appending 1 % more records to the log (the last run's checkpoint): what a scheduled job
    pays per run once the cluster is loaded.
 
@@ -22,14 +23,17 @@ final snapshot is left out so that every run reads the log from its start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,9 @@ from jbod_model.sources import open_inputs
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.lakehouse.tables import as_of_image
 from pipelines.streaming.job import RunSummary, run_job, spark_session
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from standalone_support import standalone_cluster  # the tests' standalone cluster launcher
 
 #: The DuckDB speed anchor (``../shared/bench`` beside the repository's checkout).
 DUCKDB_BASELINE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
@@ -78,16 +85,33 @@ def _check_duckdb(duck: dict[str, Any], image: dict[str, Any]) -> None:
         "DuckDB's offline replicas differ from the model's"
 
 
+@contextlib.contextmanager
+def _master_url(work: Path, master: str) -> Iterator[str]:
+    """The Spark master a run names: as is, or for ``standalone[N]`` a standalone cluster of N one-core workers on
+    loopback started for the run (``tests/support/standalone_support.py``; its start is not counted)."""
+    workers = re.fullmatch(r"standalone\[(\d+)\]", master)
+    if workers is None:
+        yield master
+        return
+    with standalone_cluster(work / "spark-logs", workers=int(workers.group(1)), memory="2g") as url:
+        yield url
+
+
 def _spark_run(work: Path, master: str, buckets: int, pure_image: dict[str, Any]) -> dict[str, float]:
     """One full ``run_job`` from an empty checkpoint in a fresh session; the tables checked against the model."""
-    tables = _tables_dir(work, master, buckets)
+    with _master_url(work, master) as url:
+        return _timed_run(work, master, url, buckets, pure_image)
+
+
+def _timed_run(work: Path, name: str, master: str, buckets: int, pure_image: dict[str, Any]) -> dict[str, float]:
+    tables = _tables_dir(work, name, buckets)
     shutil.rmtree(tables, ignore_errors=True)
     started = time.perf_counter()
     spark = spark_session(master)
     session = time.perf_counter() - started
     try:
         run = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
-        assert as_of_image(tables) == pure_image, f"{master}, {buckets} buckets: tables differ from the model"
+        assert as_of_image(tables) == pure_image, f"{name}, {buckets} buckets: tables differ from the model"
     finally:
         spark.stop()
     return {"session_seconds": round(session, 2), "job_seconds": round(run.seconds, 2), "batches": len(run.batches),
@@ -112,11 +136,12 @@ def _incremental_run(work: Path, node: Path, master: str, buckets: int) -> RunSu
     """The last full run's checkpoint continued over the records added since, in a fresh session; its tables
     checked against the model's replay of the whole log."""
     tables = _tables_dir(work, master, buckets)
-    spark = spark_session(master)
-    try:
-        second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
-    finally:
-        spark.stop()
+    with _master_url(work, master) as url:
+        spark = spark_session(url)
+        try:
+            second = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
+        finally:
+            spark.stop()
     _, pure_after = _pure_replay(node)
     assert as_of_image(tables) == pure_after, "the incremental run differs from the pure model"
     return second
@@ -225,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noop-share", type=float, default=0.7)
     parser.add_argument("--runs", default="local[1]:1,local[1]:4,local[2]:4",
                         help="Spark runs as MASTER:BUCKETS, comma-separated (each from an empty checkpoint); the "
-                             "incremental run follows the last.")
+                             "incremental run follows the last. MASTER standalone[N]: a standalone cluster of N "
+                             "one-core workers on loopback, started for the run.")
     parser.add_argument("--out", type=Path, default=None, help="Work directory (default: a temporary one).")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON only.")
     parser.add_argument("--partitions", type=int, default=None,

@@ -320,6 +320,7 @@ class RowSink:
         self.snapshot_index = snapshot_index or {}
         #: Table → its rows: ``(ord, at, *values)``.
         self.rows: dict[str, list[tuple[Any, ...]]] = {}
+        #: Rows added so far, over every table: the next row's index (its ``ord`` is derived from it).
         self.count = 0
         #: The batch's input records by offset: (source, type, version, data, payload) as the source wrote them.
         self._inputs: dict[int, tuple[str | None, str, int, str | None, str | None]] = {}
@@ -490,13 +491,13 @@ class ClusterReplayProcessor(StatefulProcessor):
                          key=lambda packet: packet[0])
         records = [row for _seq, packet in packets for row in unpack_rows(cluster_id, packet)]
         sink = replay_bucket(cluster_id, records or None, self._meta, self._maps, bucket, self._buckets, self._gap)
-        yield from _output_packets(sink, bucket)
+        yield from output_packets(sink, bucket)
 
     def close(self) -> None:
         pass
 
 
-def _output_packets(sink: RowSink, bucket: int) -> Iterator[pd.DataFrame]:
+def output_packets(sink: RowSink, bucket: int) -> Iterator[pd.DataFrame]:
     """A bucket's output rows as :data:`OUTPUT_SCHEMA` packets (none for a batch without output): per table, at most
     :data:`OUTPUT_PACKET_ROWS` rows in one Arrow IPC stream."""
     packets: list[tuple[str, bytes]] = []

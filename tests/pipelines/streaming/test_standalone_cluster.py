@@ -1,84 +1,30 @@
 """The job on a real Spark cluster: a standalone master and two one-core workers started from the pyspark package on
-loopback, the job run against it (in its own driver process: one SparkContext per process), tables compared with the
-model; one cluster's replay buckets run on both workers. Master and workers are stopped by their process ids."""
+loopback (``tests/support/standalone_support.py``), the job run against it (in its own driver process: one
+SparkContext per process), tables compared with the model; one cluster's replay buckets run on both workers.
+``benchmarks/spark_benchmark.py --runs standalone[2]:4`` times the job on such a cluster."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyspark
 import pytest
 from spark_support import assert_tables_match_model, step_offsets
+from standalone_support import standalone_cluster
 
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
-
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for_port(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(log.parent), "PYSPARK_PYTHON": sys.executable}
-    with log.open("wb") as out:
-        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    # spark-class execs the JVM in a session of its own: signal that process group (id = the process id).
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     logs = tmp_path_factory.mktemp("spark-logs")
-    port, ui = _free_port(), _free_port()
-    master = _start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                     "--webui-port", str(ui)], logs / "master.log")
-    workers: list[subprocess.Popen[bytes]] = []
-    try:
-        _wait_for_port(port)
-        url = f"spark://127.0.0.1:{port}"
-        for i, worker_ui in enumerate((_free_port(), _free_port())):
-            workers.append(_start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
-                                   str(worker_ui), "--cores", "1", "--memory", "1g", "--work-dir",
-                                   str(logs / f"work-{i}"), url], logs / f"worker-{i}.log"))
-            _wait_for_port(worker_ui)
+    with standalone_cluster(logs, workers=2) as url:
         yield url, logs
-    finally:
-        for worker in workers:
-            _stop(worker)
-        _stop(master)
 
 
 DRIVER = """
