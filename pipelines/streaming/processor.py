@@ -419,7 +419,7 @@ class RowSink:
 
     def gap(self, step: Step, gap_from: int, snapshot_end: int) -> None:
         """A ``log_gaps`` row: the offsets the stream never read because Kafka deleted them first, and the snapshot
-        whose load (``step``) stood in for them. Each bucket counts the rows it owns; :func:`settle_rows` sums a
+        whose load (``step``) stood in for them. Each bucket counts the rows it owns; :func:`settle_batch` sums a
         cluster's partial rows into one."""
         step = owned_step(step, self.bucket, self.buckets)
         source = step.entries[0].source if step.entries else None
@@ -644,7 +644,7 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
     except (ReplayFault, InputError) as fault:
         # Quarantine the cluster at the faulting entry: what was replayed before it is kept and stored, nothing
         # after it is replayed (the pure model stops there too), and the fault is a row of replay_faults. With
-        # several buckets the other buckets went on: settle_rows stops their output at the fault's offset.
+        # several buckets the other buckets went on: settle_batch stops their output at the fault's offset.
         offset = fault.offset if isinstance(fault, ReplayFault) and fault.offset is not None else \
             _opt_int(row.get("offset"))
         sink.fault(fault, _opt_int(row.get("seq")), offset, row.get("source"))

@@ -196,7 +196,7 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
 @pytest.mark.parametrize("buckets", [2, 3])
 def test_a_cluster_split_over_buckets_writes_what_one_bucket_writes(buckets: int) -> None:
     """The source's routing (``entry_to_row`` + ``fan_out``), one operator state per bucket, and the sink's
-    ``settle_rows``: batch after batch, the rows fold into the same current tables as with one bucket."""
+    ``settle_batch``: batch after batch, the rows fold into the same current tables as with one bucket."""
     entries = churn_log(ChurnSpec(seed=116, brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=4,
                                   replication_factor=2, operations=40, noop_share=0.1))
     single: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
