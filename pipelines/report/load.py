@@ -21,6 +21,7 @@ and ``jbod image`` load the same way.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -160,12 +161,17 @@ def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_inc
     partitions = TablePartitions(tables, cid, upto, observed.snapshot)
     failed = tracker.run(ends, [b.first_ts for b in observed.batches], _broker_entries(tables, cid, observed),
                          partitions)
-    offline = partitions.offline_spans()
-    leaderless = partitions.leaderless_spans()
-    series = offline_series(seed[0] if seed else None, observed.batches, counts_at(ends, *offline),
-                            counts_at(ends, *leaderless), failed, max_series_points)
+    leaderless = counts_at(ends, *partitions.leaderless_spans())
+    # The versions go before the offline intervals are read and the image is built: at 200 k partitions each of
+    # the three is hundreds of MB (nothing else holds them).
+    del partitions
+    offline = counts_at(ends, *offline_spans(tables, cid, upto))
+    series = offline_series(seed[0] if seed else None, observed.batches, offline, leaderless, failed,
+                            max_series_points)
+    del offline, leaderless, failed
     history = replace(tracker.history(pending_from_tables(tables, cid, observed)), offline_series=series,
                       leaderless_since=MappingProxyType(leaderless_from_tables(tables, cid, observed)))
+    del tracker
     return metadata_image(tables, cid, n), history
 
 
@@ -199,8 +205,13 @@ def _broker_entries(tables: Path, cluster: str, observed: Observed) -> dict[int,
 
 class TablePartitions:
     """:class:`~jbod_model.report.PartitionHistory` from the tables: the cluster's ``partition_history`` versions
-    that start by ``upto`` (read once, indexed by partition and by start and end offsets), the replicas' versions
-    (``replica_assignment_history``, by broker) and the ``offline_replicas`` intervals."""
+    that start by ``upto`` (read once, indexed by partition and by start and end offsets) and the replicas' versions
+    (``replica_assignment_history``, by broker, read at the first ``hosted``).
+
+    Held compactly, since at 200 k partitions there are over a million versions and millions of replica versions:
+    offsets and row numbers in ``array('q')`` (8 bytes each, where a list of ints costs about 40), the repeated
+    strings (topic names, directory ids) dictionary-encoded, only the columns a registration needs kept as Arrow,
+    and a registration built only when asked for."""
 
     _COLUMNS = ("topic_name", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
                 "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
@@ -213,43 +224,57 @@ class TablePartitions:
 
         self._tables, self._cluster, self._upto, self._snapshot = tables, cluster, upto, snapshot
         bound = -1 if upto is None else upto
-        self._versions = entity_versions(tables, ENTITIES["partition"], cluster, bound,
-                                         self._COLUMNS).combine_chunks()
-        # The registrations the last call built (a followed partition is read at the end of one batch and at the
-        # start of the next), and the directory ids parsed once.
-        self._built: dict[int, tuple[str, PartitionRegistration]] = {}
-        self._uuids: dict[str, Uuid] = {}
-        versions, n = self._versions, self._versions.num_rows
-        self._starts: list[int] = versions.column("start").to_pylist()
-        self._ends: list[int | None] = versions.column("end").to_pylist()
+        versions = entity_versions(tables, ENTITIES["partition"], cluster, bound, self._COLUMNS).combine_chunks()
+        n = versions.num_rows
+        starts, ends = versions.column("start"), versions.column("end")
+        self._starts = _offsets(starts)
+        self._ends = _offsets(ends)
         # Rows come ordered by partition, then start: each partition's rows are one range, found by where the key
         # differs from the previous row's (vectorised: a million versions at 200 k partitions).
         if n:
             topic, partition = versions.column("topic_id"), versions.column("partition_id")
             differs = pc.or_(pc.not_equal(topic.slice(1), topic.slice(0, n - 1)),
                              pc.not_equal(partition.slice(1), partition.slice(0, n - 1)))
-            firsts = [0, *(i + 1 for i in pc.indices_nonzero(differs).to_pylist())]
+            heads = pa.concat_arrays([pa.array([0], pa.int64()),
+                                      pc.add(pc.indices_nonzero(differs), 1).cast(pa.int64())])
             # Each row's partition, as an index into the partitions: how many key changes precede it.
-            self._key_index: list[int] = [0, *pc.cumulative_sum(pc.cast(differs, pa.int64())).to_pylist()]
+            self._key_index = _offsets(pa.concat_arrays([pa.array([0], pa.int64()), *pc.cumulative_sum(
+                pc.cast(differs, pa.int64())).chunks]))
         else:
-            firsts, self._key_index = [], []
-        heads = versions.take(pa.array(firsts, pa.int64()))
-        ids = _uuids(heads.column("topic_id"))
+            heads, self._key_index = pa.array([], pa.int64()), array("q")
+        ids = _uuids(versions.column("topic_id"))
         self._unique: list[PartitionKey] = [(ids[t], p) for t, p in zip(
-            heads.column("topic_id").to_pylist(), heads.column("partition_id").to_pylist(), strict=True)]
-        self._range: dict[PartitionKey, tuple[int, int]] = {
-            pk: (lo, hi) for pk, lo, hi in zip(self._unique, firsts, [*firsts[1:], n][:len(firsts)], strict=True)}
+            versions.column("topic_id").take(heads).to_pylist(),
+            versions.column("partition_id").take(heads).to_pylist(), strict=True)]
+        # Partition i's rows are firsts[i]:firsts[i + 1].
+        self._firsts = _offsets(pa.concat_arrays([heads, pa.array([n], pa.int64())]))
+        self._index: dict[PartitionKey, int] = {pk: i for i, pk in enumerate(self._unique)}
         # The rows by start offset, and those that ended by end offset: what changed between two offsets.
-        by_start = pc.sort_indices(versions.column("start"))
-        self._start_rows: list[int] = by_start.to_pylist()
-        self._sorted_starts: list[int] = versions.column("start").take(by_start).to_pylist()
-        ended = pc.indices_nonzero(pc.is_valid(versions.column("end")))
-        ends = versions.column("end").take(ended)
-        by_end = pc.sort_indices(ends)
-        self._end_rows: list[int] = ended.take(by_end).to_pylist()
-        self._sorted_ends: list[int] = ends.take(by_end).to_pylist()
+        by_start = pc.sort_indices(starts)
+        self._start_rows = _offsets(by_start)
+        self._sorted_starts = _offsets(starts.take(by_start))
+        ended = pc.indices_nonzero(pc.is_valid(ends))
+        ended_at = ends.take(ended)
+        by_end = pc.sort_indices(ended_at)
+        self._end_rows = _offsets(ended.take(by_end))
+        self._sorted_ends = _offsets(ended_at.take(by_end))
+        # The versions without a leader, for the series' counts (leader_spans).
+        no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
+        self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
+        # What a registration is built from: the names and directory ids as indices into their distinct values.
+        names, self._topic_names = _encoded(versions.column("topic_name"))
+        directories, texts = _encoded_lists(versions.column("directories"))
+        self._directory_ids = [Uuid.from_string(d) for d in texts]
+        self._versions = versions.select(self._COLUMNS).set_column(0, "topic_name", names).set_column(
+            self._COLUMNS.index("directories"), "directories", directories)
+        del versions
+        # The registrations the last call built (a followed partition is read at the end of one batch and at the
+        # start of the next).
+        self._built: dict[int, tuple[str, PartitionRegistration]] = {}
         self._replicas: Any = None
-        self._broker_rows: dict[int, Any] = {}
+        self._replica_topics: list[Uuid] = []
+        self._replica_dirs: list[Uuid] = []
+        self._broker_rows: dict[int, tuple[int, int]] = {}
 
     def states(self, keys: Iterable[PartitionKey],
                offset: int) -> dict[PartitionKey, tuple[str, PartitionRegistration]]:
@@ -260,39 +285,39 @@ class TablePartitions:
                 found[pk] = i
         if not found:
             return {}
+        import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+
         # Only the registrations of the last call are kept: a batch reads its partitions as of its start, which is
         # the previous batch's end, and keeping every version built would hold the whole history in memory.
         cache = {i: self._built[i] for i in found.values() if i in self._built}
         self._built = cache
         missing = [i for i in found.values() if i not in cache]
         if missing:
-            taken = self._versions.take(missing)
-            uuids = self._uuids
+            taken = self._versions.take(pa.array(missing, pa.int64()))
+            uuids, names = self._directory_ids, self._topic_names
             for i, (name, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk) in zip(missing, zip(
                     *(taken.column(c).to_pylist() for c in self._COLUMNS), strict=True), strict=True):
-                directories = []
-                for d in dirs:
-                    parsed = uuids.get(d)
-                    if parsed is None:
-                        parsed = uuids[d] = Uuid.from_string(d)
-                    directories.append(parsed)
-                cache[i] = (name, PartitionRegistration(
-                    replicas=tuple(replicas), directories=tuple(directories), isr=tuple(isr),
+                cache[i] = (names[name], PartitionRegistration(
+                    replicas=tuple(replicas), directories=tuple(uuids[d] for d in dirs), isr=tuple(isr),
                     removing_replicas=tuple(removing), adding_replicas=tuple(adding), elr=tuple(elr),
                     last_known_elr=tuple(lk), leader=leader, leader_recovery_state=lrs, leader_epoch=le,
                     partition_epoch=pe))
         return {pk: cache[i] for pk, i in found.items()}
 
+    def _span(self, pk: PartitionKey) -> tuple[int, int] | None:
+        """The partition's rows, ``lo:hi``."""
+        k = self._index.get(pk)
+        return None if k is None else (self._firsts[k], self._firsts[k + 1])
+
     def _at(self, pk: PartitionKey, offset: int) -> int | None:
         """The row of the partition's version at ``offset``, if it existed then."""
-        span = self._range.get(pk)
+        span = self._span(pk)
         if span is None:
             return None
         i = bisect.bisect_right(self._starts, offset, span[0], span[1]) - 1
         if i < span[0]:
             return None
-        end = self._ends[i]
-        return i if end is None or end > offset else None
+        return i if self._ends[i] > offset else None
 
     def changed(self, after: int, upto: int) -> set[PartitionKey]:
         out: set[PartitionKey] = set()
@@ -311,8 +336,7 @@ class TablePartitions:
         live = pc.and_kleene(pc.less_equal(rows.column("start"), offset),
                              pc.or_kleene(pc.is_null(rows.column("end")), pc.greater(rows.column("end"), offset)))
         rows = rows.filter(live)
-        topics = _uuids(rows.column("topic_id"))
-        dirs = _uuids(rows.column("directory"))
+        topics, dirs = self._replica_topics, self._replica_dirs
         return {(topics[t], p): dirs[d] for t, p, d in zip(*(rows.column(c).to_pylist() for c in (
             "topic_id", "partition_id", "directory")), strict=True)}
 
@@ -325,27 +349,39 @@ class TablePartitions:
             bound = -1 if self._upto is None else self._upto
             replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound, ["directory"])
             replicas = replicas.take(pc.sort_indices(replicas, sort_keys=[("broker_id", "ascending")]))
-            brokers = replicas.column("broker_id").to_pylist()
+            # Millions of replica versions name a few hundred topics and directories: keep each as an index into
+            # their ids, parsed once.
+            replicas = replicas.combine_chunks()
+            topics, topic_ids = _encoded(replicas.column("topic_id"))
+            dirs, dir_ids = _encoded(replicas.column("directory"))
+            self._replica_topics = [Uuid.from_string(t) for t in topic_ids]
+            self._replica_dirs = [Uuid.from_string(d) for d in dir_ids]
+            replicas = replicas.set_column(replicas.schema.get_field_index("topic_id"), "topic_id", topics)
+            replicas = replicas.set_column(replicas.schema.get_field_index("directory"), "directory", dirs)
+            brokers = replicas.column("broker_id")
+            # Each broker's rows are one range: where the broker differs from the previous row's.
+            n = replicas.num_rows
+            if n:
+                firsts = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(
+                    brokers.slice(1), brokers.slice(0, n - 1))).to_pylist())]
+                self._broker_rows = {brokers[lo].as_py(): (lo, hi)
+                                     for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
             self._replicas = replicas
-            lo = 0
-            for i in range(1, len(brokers) + 1):
-                if i == len(brokers) or brokers[i] != brokers[lo]:
-                    self._broker_rows[brokers[lo]] = (lo, i)
-                    lo = i
         span = self._broker_rows.get(broker_id)
         return None if span is None else self._replicas.slice(span[0], span[1] - span[0])
 
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         out: dict[PartitionKey, int] = {}
+        starts, ends = self._starts, self._ends
         for pk in keys:
-            span = self._range.get(pk)
+            span = self._span(pk)
             if span is None:
                 continue
-            i = bisect.bisect_right(self._starts, after, span[0], span[1])
-            found = self._starts[i] if i < span[1] else None
+            i = bisect.bisect_right(starts, after, span[0], span[1])
+            found = starts[i] if i < span[1] else None
             if i > span[0]:
-                end = self._ends[i - 1]
-                if end is not None and end > after and (found is None or end < found):
+                end = ends[i - 1]
+                if end != _OPEN and end > after and (found is None or end < found):
                     found = end
             if found is not None:
                 out[pk] = found
@@ -377,21 +413,67 @@ class TablePartitions:
                 out[pk] = applied
         return out
 
-    def leaderless_spans(self) -> tuple[list[int], list[int]]:
-        """The starts, and the ends of those that ended, of the versions without a leader."""
-        return self._spans([i for i, leader in enumerate(self._versions.column("leader").to_pylist())
-                            if leader == NO_LEADER])
+    def leaderless_spans(self) -> tuple[array[int], array[int]]:
+        """The starts, and the ends of those that ended, of the versions without a leader, each ascending."""
+        return self._leaderless
 
-    def _spans(self, rows: list[int]) -> tuple[list[int], list[int]]:
-        return ([self._starts[i] for i in rows], [e for e in (self._ends[i] for i in rows) if e is not None])
 
-    def offline_spans(self) -> tuple[list[int], list[int]]:
-        """The starts, and the ends of those that ended, of the ``offline_replicas`` intervals."""
-        from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+#: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset.
+_OPEN = 2 ** 63 - 1
 
-        bound = -1 if self._upto is None else self._upto
-        rows = entity_versions(self._tables, ENTITIES["offline"], self._cluster, bound, [])
-        return rows.column("start").to_pylist(), [e for e in rows.column("end").to_pylist() if e is not None]
+
+def _offsets(column: Any) -> array[int]:
+    """An integer Arrow column (nulls: :data:`_OPEN`) as ``array('q')``: 8 bytes an item, where a list of a million
+    Python ints costs some 40 MB, and ``bisect`` searches it as fast."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    out = array("q")
+    if len(column):
+        out.frombytes(pc.fill_null(column, _OPEN).cast(pa.int64()).to_numpy().tobytes())
+    return out
+
+
+def _ascending(column: Any) -> array[int]:
+    """An integer Arrow column without nulls, sorted, as ``array('q')``."""
+    import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+    return _offsets(column.take(pc.sort_indices(column)))
+
+
+def _encoded(column: Any) -> tuple[Any, list[str]]:
+    """A string column without nulls as ``int32`` indices into its distinct strings, and those strings."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    encoded = pc.dictionary_encode(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
+    return encoded.indices, encoded.dictionary.to_pylist()
+
+
+def _encoded_lists(column: Any) -> tuple[Any, list[str]]:
+    """A ``list<string>`` column as ``list<int32>`` of indices into its distinct strings, and those strings: a
+    partition's directory ids, repeated over a million versions, held as 4-byte indices."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    first, last = lists.offsets[0].as_py(), lists.offsets[-1].as_py()
+    encoded = pc.dictionary_encode(lists.values.slice(first, last - first))
+    indices = pa.ListArray.from_arrays(pc.subtract(lists.offsets, first), encoded.indices,
+                                       mask=lists.is_null() if lists.null_count else None)
+    return indices, encoded.dictionary.to_pylist()
+
+
+def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[int], array[int]]:
+    """The starts, and the ends of those that ended, of the cluster's ``offline_replicas`` intervals that start by
+    ``upto`` (None: all), each ascending: millions at 200 k partitions (every fencing takes a broker's replicas
+    offline), so sorted by Arrow and held as ``array('q')``."""
+    import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+    from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+
+    rows = entity_versions(tables, ENTITIES["offline"], cluster, -1 if upto is None else upto, [])
+    return _ascending(rows.column("start")), _ascending(pc.drop_null(rows.column("end")))
 
 
 @dataclass(frozen=True, slots=True)
