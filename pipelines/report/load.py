@@ -172,7 +172,9 @@ def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_inc
     history = replace(tracker.history(pending_from_tables(tables, cid, observed)), offline_series=series,
                       leaderless_since=MappingProxyType(leaderless_from_tables(tables, cid, observed)))
     del tracker
-    return metadata_image(tables, cid, n), history
+    image = metadata_image(tables, cid, n)
+    _release_arrow()
+    return image, history
 
 
 #: The records that change a broker's registration: all an incident starts or ends with.
@@ -268,6 +270,7 @@ class TablePartitions:
         self._versions = versions.select(self._COLUMNS).set_column(0, "topic_name", names).set_column(
             self._COLUMNS.index("directories"), "directories", directories)
         del versions
+        _release_arrow()
         # The registrations the last call built (a followed partition is read at the end of one batch and at the
         # start of the next).
         self._built: dict[int, tuple[str, PartitionRegistration]] = {}
@@ -358,6 +361,7 @@ class TablePartitions:
             self._replica_dirs = [Uuid.from_string(d) for d in dir_ids]
             replicas = replicas.set_column(replicas.schema.get_field_index("topic_id"), "topic_id", topics)
             replicas = replicas.set_column(replicas.schema.get_field_index("directory"), "directory", dirs)
+            _release_arrow()
             brokers = replicas.column("broker_id")
             # Each broker's rows are one range: where the broker differs from the previous row's.
             n = replicas.num_rows
@@ -418,6 +422,15 @@ class TablePartitions:
         return self._leaderless
 
 
+def _release_arrow() -> None:
+    """Hand the memory Arrow freed back to the system. Its allocator (mimalloc) keeps what a read's intermediate
+    tables freed (the scan, the sort's copy, the filter's) for reuse: at 200 k partitions 300-550 MB of resident
+    memory after each of the history tables, which then stayed beside the tracker and the image."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+    pa.default_memory_pool().release_unused()
+
+
 #: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset.
 _OPEN = 2 ** 63 - 1
 
@@ -473,7 +486,10 @@ def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[i
     from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
 
     rows = entity_versions(tables, ENTITIES["offline"], cluster, -1 if upto is None else upto, [])
-    return _ascending(rows.column("start")), _ascending(pc.drop_null(rows.column("end")))
+    spans = _ascending(rows.column("start")), _ascending(pc.drop_null(rows.column("end")))
+    del rows
+    _release_arrow()
+    return spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,8 +516,11 @@ def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -
     from pipelines.lakehouse.tables import log_positions  # noqa: PLC0415 - pyarrow/deltalake
 
     snapshot, positions = log_positions(tables, cluster, as_of_offset)
-    return Observed(snapshot, observed_batches(
+    observed = Observed(snapshot, observed_batches(
         *(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type"))))
+    del positions
+    _release_arrow()
+    return observed
 
 
 def pending_from_tables(tables: Path, cluster: str, observed: Observed) -> dict[ReplicaKey, LogPosition]:
