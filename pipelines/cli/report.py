@@ -9,6 +9,7 @@ the command runs: they pull in matplotlib and jinja2, which no other command nee
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,15 @@ from jbod_model.stream import StreamEntry
 from pipelines.cli import shared
 from pipelines.cli.shared import check_source
 from pipelines.report.load import directory_paths_for, load_from_inputs, load_from_tables, load_paths
+
+
+def _print_text(text: str) -> None:
+    """``print(text)`` in slices: printing a str encodes it whole first (a 245 MB report's JSON at 200 k partitions
+    held twice, as text and as bytes)."""
+    step = 1 << 20
+    for i in range(0, len(text), step):
+        sys.stdout.write(text[i:i + step])
+    sys.stdout.write("\n")
 
 
 def _write_html(path: Path, html: str) -> None:
@@ -166,6 +176,13 @@ def register(app: typer.Typer) -> None:
                 shared.console(stderr=True).print(f"wrote {html}", highlight=False)
             if as_json:
                 doc = report_to_json(result)
-                print(dumps(doc if data.consequences is None else with_consequences(doc, data.consequences)))
+                if data.consequences is not None:
+                    doc = with_consequences(doc, data.consequences)
+                # The report's document is all that is left to print: at 200 k partitions the image, the history and
+                # the report are each hundreds of MB, and so are the document and its text.
+                del data, result
+                text = dumps(doc)
+                del doc
+                _print_text(text)
             else:
                 render_terminal(result, shared.console(), shared.table)
