@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from jbod_model.report import JbodReport, PartitionStatus, build_report
+from jbod_model.report import DirLocation, InventoryJoin, JbodReport, PartitionStatus, build_report
 from jbod_model.simulator.cluster import Simulation
 from jbod_model.simulator.config import SimulationConfig
+from jbod_model.uuid import Uuid
 from pipelines.report.load import load_from_inputs, load_from_records
-from pipelines.report.render import FIRST_ROWS, render_html, report_to_json
+from pipelines.report.render import FIRST_ROWS, fleet_rows, render_fleet_html, render_html, report_to_json
 from pipelines.report.wording import FIRST_NAMES, split_long
 
 DEMO = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
@@ -136,6 +137,33 @@ def test_the_timeline_keeps_its_latest_events_in_view() -> None:
     assert f"<summary>{100 - FIRST_ROWS} earlier events</summary>" in earlier
     assert [f"event number {i}" in latest for i in (74, 75, 99)] == [False, True, True]
     assert "event number 0<" in earlier
+
+
+def test_inventory_findings_of_every_kind_share_one_collapsed_table() -> None:
+    report = demo_report()
+    ref = report.disks[0].directory
+    unmapped = tuple(replace(ref, broker_id=100 + i) for i in range(FIRST_ROWS + 5))
+    spare = Uuid.from_bytes(bytes(range(16)))
+    inventory = InventoryJoin(directories=3, matched=0, unmapped=unmapped, unknown=((spare, DirLocation(7, "/mnt/x")),),
+                              node_mismatches=(), conflicts=((spare, (DirLocation(1, "/a"), DirLocation(2, "/b"))),))
+    part = section(render_html(replace(report, inventory=inventory)), "Directory inventory")
+    shown, _, rest = part.partition('<details class="rows">')
+    assert shown.count("no meta.properties given") == FIRST_ROWS and "broker 100<" in shown
+    assert "<summary>7 more findings</summary>" in rest
+    assert "broker 129<" in rest and "node 7 /mnt/x" in rest and "node 1 /a; node 2 /b" in rest
+
+
+def test_the_fleet_index_collapses_a_cluster_with_many_offline_disks() -> None:
+    report = demo_report()
+    group = report.offline[0]
+    disks = tuple(replace(group, directory=replace(group.directory, label=f"broker 1 /mnt/d{i}")) for i in range(30))
+    page = render_fleet_html(fleet_rows({"big": replace(report, offline=disks), "small": report}))
+    big, small = (re.search(rf'href="{c}.html".*?</tr>', page, re.S) for c in ("big", "small"))
+    assert big is not None and small is not None
+    visible, _, hidden = big.group(0).partition('<details class="more">')
+    assert visible.rstrip().endswith("broker 1 /mnt/d9") and "/mnt/d10" not in visible  # the tenth is the last
+    assert "<summary>and 20 more (30 in all)</summary>" in hidden and "broker 1 /mnt/d29" in hidden
+    assert "<details" not in small.group(0) and group.directory.label in small.group(0)
 
 
 def test_split_long() -> None:
