@@ -43,12 +43,16 @@ from jbod_model.report import (
     format_duration_ms,
     format_partitions,
 )
-from pipelines.report.wording import FIRST_NAMES, counted
+from pipelines.report.wording import FIRST_NAMES, counted, split_long
 
 #: Bumped only when a key of docs/report-json.md is renamed or removed (adding keys keeps the version).
 REPORT_JSON_VERSION: Final = 1
-#: Partitions a terminal cell lists before "and N more" (the JSON and HTML list them all).
+#: Partitions a terminal cell lists before "and N more" (the JSON lists them all, the HTML behind <details>).
 TERMINAL_PARTITIONS: Final = 20
+#: Rows an HTML table shows before the rest go behind a ``<details>`` element (the heading keeps the count): a
+#: failed broker of a 200 k-partition cluster leaves thousands of leaderless partitions, a long log thousands of
+#: timeline events, and a page of 100,000 table rows is neither readable nor quick to open.
+FIRST_ROWS: Final = 25
 
 TableFactory = Callable[..., Table]
 
@@ -400,6 +404,8 @@ _START_KINDS: Final = (EventKind.DIRECTORY_FAILED, EventKind.BROKER_OFFLINE)
 _END_KINDS: Final = (EventKind.DIRECTORY_RETURNED, EventKind.DIRECTORY_EVACUATED, EventKind.BROKER_UNFENCED)
 #: Incident markers labelled on the time plot; beyond this a long log's labels would only overlap.
 _MAX_LABELLED_EVENTS: Final = 12
+#: Incident starts and ends drawn as full-height lines; beyond this they are ticks along the top edge.
+_MAX_FULL_MARKS: Final = 40
 
 
 _TIME_STEPS_MS: Final = tuple(s * 1000 for s in (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21_600,
@@ -451,8 +457,15 @@ def offline_series_png(report: JbodReport) -> bytes | None:
     # restart fences one) are marked lighter and labelled only when few, so that they cannot bury the failures.
     starts = [e for e in report.timeline if e.kind in _START_KINDS]
     label_brokers = len(starts) <= 4
-    levels: list[float | None] = [None, None, None]  # the x of the last label at each height
-    min_gap = 0.14 * (xs[-1] - xs[0])
+    # A long log of a big cluster has hundreds of starts and ends: full-height lines would curtain the curves, so
+    # they shrink to ticks along the top edge (a rug) and carry no label — the timeline table names them.
+    crowded = sum(1 for e in report.timeline if e.kind in _START_KINDS or e.kind in _END_KINDS) > _MAX_FULL_MARKS
+    band = {"ymin": 0.93, "ymax": 1.0} if crowded else {}
+    span = xs[-1] - xs[0]
+    # A label's width in x units, from its length: 7.5 pt characters are about 4.6 pt wide, on an axis about
+    # 0.8 of the 9-inch figure. The right end of the last label at each height keeps the next one clear of it.
+    per_char = 4.6 / (0.8 * 9 * 72) * span
+    levels: list[float | None] = [None, None, None]
     labelled = 0
     for e in report.timeline:
         x = x_of(e.at)
@@ -460,24 +473,26 @@ def offline_series_png(report: JbodReport) -> bytes | None:
             continue
         if e.kind is EventKind.DIRECTORY_FAILED or (e.kind is EventKind.BROKER_OFFLINE):
             failed = e.kind is EventKind.DIRECTORY_FAILED
-            ax.axvline(x, color=_OFFLINE_COLOUR if failed else _FENCED_COLOUR, linestyle=":",
-                       linewidth=1.2 if failed else 0.8, alpha=1 if failed else 0.6)
-            if labelled >= _MAX_LABELLED_EVENTS or not (failed or label_brokers):
+            ax.axvline(x, color=_OFFLINE_COLOUR if failed else _FENCED_COLOUR, linestyle="-" if crowded else ":",
+                       linewidth=1.2 if failed else 0.8, alpha=1 if failed else 0.6, **band)
+            if crowded or labelled >= _MAX_LABELLED_EVENTS or not (failed or label_brokers):
                 continue
-            level = next((i for i, last in enumerate(levels) if last is None or x - last >= min_gap), None)
-            if level is None:
-                continue  # too crowded here: the line and the timeline table still show it
-            levels[level] = x
             what = short_directory(e.directory) if e.directory is not None else "broker"
             text = f"b{e.broker_id} {what} failed" if failed else f"b{e.broker_id} offline"
-            near_right = x > xs[0] + 0.7 * (xs[-1] - xs[0])
+            near_right = x > xs[0] + 0.7 * span
+            width = (len(text) + 2) * per_char
+            left, right = (x - width, x) if near_right else (x, x + width)
+            level = next((i for i, end in enumerate(levels) if end is None or left > end), None)
+            if level is None:
+                continue  # too crowded here: the line and the timeline table still show it
+            levels[level] = right
             ax.annotate(text, (x, top * (1.3 - 0.09 * level)), fontsize=7.5,
                         color=_OFFLINE_COLOUR if failed else _FENCED_COLOUR,
                         ha="right" if near_right else "left", va="top",
                         xytext=(-3 if near_right else 3, 0), textcoords="offset points")
             labelled += 1
         elif e.kind in _END_KINDS:
-            ax.axvline(x, color="#2e7d32", linestyle=":", linewidth=0.8, alpha=0.6)
+            ax.axvline(x, color="#2e7d32", linestyle="-" if crowded else ":", linewidth=0.8, alpha=0.6, **band)
     if by_time:
         step = _time_step(xs[-1] - xs[0])
         fmt = "%H:%M:%S" if step < 60_000 else ("%H:%M" if xs[-1] - xs[0] < 86_400_000 else "%m-%d %H:%M")
@@ -524,6 +539,9 @@ def _environment() -> jinja2.Environment:
     env.globals["format_age"] = format_age
     env.globals["format_partitions"] = format_partitions
     env.globals["first_names"] = FIRST_NAMES
+    env.globals["first_rows"] = FIRST_ROWS
+    env.globals["split_long"] = split_long
+    env.globals["counted"] = counted
     return env
 
 

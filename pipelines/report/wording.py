@@ -6,6 +6,9 @@ without loading plotting.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def counted(n: int, singular: str, plural: str | None = None) -> str:
@@ -17,10 +20,22 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
 FIRST_NAMES = 10
 
 
+def split_long(items: Sequence[T], first: int, *, latest: bool = False) -> tuple[Sequence[T], Sequence[T]]:
+    """``(shown, hidden)``: where a long list is cut for a reader. Every item is shown when there are at most
+    ``first`` + 1 (``and 1 more`` would save nothing); else the first ``first`` — the last ``first`` with
+    ``latest``, for lists in log order whose end is what is happening now — and the rest are hidden (behind
+    ``and N more`` in the terminal, a ``<details>`` element in the HTML report)."""
+    if len(items) <= first + 1:
+        return items, items[:0]
+    if latest:
+        return items[-first:], items[:-first]
+    return items[:first], items[first:]
+
+
 def collapsed(names: Sequence[str], first: int = FIRST_NAMES) -> str:
-    """A list of names for one line: all of them when there are at most ``first`` (+1: ``and 1 more`` would save
-    nothing), else the count, the first ``first`` and how many more — a line of 55 partition names is unreadable
-    in a terminal and useless in a log."""
-    if len(names) <= first + 1:
-        return ", ".join(names)
-    return f"{len(names)}: {', '.join(names[:first])} and {len(names) - first} more"
+    """A list of names for one line: all of them when they are few (:func:`split_long`), else the count, the first
+    ``first`` and how many more — a line of 55 partition names is unreadable in a terminal and useless in a log."""
+    shown, hidden = split_long(names, first)
+    if not hidden:
+        return ", ".join(shown)
+    return f"{len(names)}: {', '.join(shown)} and {len(hidden)} more"
