@@ -196,10 +196,6 @@ def stored_schemas() -> dict[str, pa.Schema]:
     return {name: stored(schema) if name in VERSIONED else schema for name, schema in table_schemas().items()}
 
 
-def _time(ms: int | None) -> int | None:
-    return None if ms is None else ms * 1000
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # From a micro-batch's rows to table writes
 

@@ -683,9 +683,9 @@ def settle_batch(batch: Mapping[str, pa.Table], halted: dict[str, int]) -> dict[
     if not special and not (halted and any(_has_cluster(t, halted) for t in batch.values())):
         return dict(batch)
     out = {}
-    for name, table in batch.items():
-        if name == "replay_faults":
-            out[name] = table.take(_kept_faults(table.to_pylist(), halted))
+    if faults is not None:
+        # First: this batch's faults may halt a cluster, which filters every other table's rows.
+        out["replay_faults"] = faults.take(_kept_faults(faults.to_pylist(), halted))
     for name, table in batch.items():
         if name == "replay_faults":
             continue
