@@ -87,7 +87,7 @@ def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, An
         store = DictImageStore()
         pending: tuple[LogEntry, ...] = ()
         for split in parts:
-            replayer = IncrementalReplayer(store, pending)
+            replayer = IncrementalReplayer(store, pending, group_replicas=True)
             for entry in split[bucket]:
                 step = replayer.replay(entry)
                 if step is not None:
