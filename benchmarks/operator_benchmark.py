@@ -87,7 +87,7 @@ def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, An
         store = DictImageStore()
         pending: tuple[LogEntry, ...] = ()
         for split in parts:
-            replayer = IncrementalReplayer(store, pending)
+            replayer = IncrementalReplayer(store, pending, group_replicas=True)
             for entry in split[bucket]:
                 step = replayer.replay(entry)
                 if step is not None:
@@ -102,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=20_011)
     parser.add_argument("--buckets", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=100_000, help="entries per micro-batch (the job's cap)")
+    parser.add_argument("--batch", type=int, default=250_000, help="entries per micro-batch (the job's cap)")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
     args = parser.parse_args()
     cluster = benchmark_cluster(args.partitions)

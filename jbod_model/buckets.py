@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
-from jbod_model.changes import PartitionChange, ReplicaChange, Step
+from jbod_model.changes import PartitionChange, ReplicaChange, ReplicaGroup, Step
 from jbod_model.errors import InputError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord, Record
@@ -127,12 +127,14 @@ def owned_step(step: Step, bucket: int, buckets: int) -> Step:
     aborted = _owned_entries(step.aborted, bucket, buckets)
     partitions = _owned_partitions(step.partitions, bucket, buckets)
     replicas = _owned_replicas(step.replicas, bucket, buckets)
+    groups = _owned_groups(step.replica_groups, bucket, buckets)
     if (entries is step.entries and aborted is step.aborted and partitions is step.partitions
-            and replicas is step.replicas and (shared or not (step.features or step.brokers or step.topics))):
+            and replicas is step.replicas and groups is step.replica_groups
+            and (shared or not (step.features or step.brokers or step.topics))):
         return step
     return replace(step, entries=entries, aborted=aborted, features=step.features if shared else (),
                    brokers=step.brokers if shared else (), topics=step.topics if shared else (),
-                   partitions=partitions, replicas=replicas)
+                   partitions=partitions, replicas=replicas, replica_groups=groups)
 
 
 def _one_partition_owned(step: Step, bucket: int, buckets: int) -> bool:
@@ -140,7 +142,8 @@ def _one_partition_owned(step: Step, bucket: int, buckets: int) -> bool:
     of it is the bucket's (nearly every step of a log). False says nothing: the filters of :func:`owned_step`
     decide then. One bucket computed for the record, its partition row and its replica rows."""
     record = step.entries[0].record
-    if step.aborted or step.features or step.brokers or step.topics or not isinstance(record, _PARTITION_RECORDS):
+    if (step.aborted or step.features or step.brokers or step.topics or step.replica_groups
+            or not isinstance(record, _PARTITION_RECORDS)):
         return False
     topic_id, partition_id = record.topic_id, record.partition_id
     for change in step.partitions:
@@ -194,6 +197,25 @@ def _owned_replicas(changes: tuple[ReplicaChange, ...], bucket: int, buckets: in
         elif kept is not None:
             kept.append(change)
     return changes if kept is None else tuple(kept)
+
+
+def _owned_groups(groups: tuple[ReplicaGroup, ...], bucket: int, buckets: int) -> tuple[ReplicaGroup, ...]:
+    """The replica groups cut to ``bucket``'s partitions, empty ones dropped (``groups`` itself when all are the
+    bucket's: a bucket's replayer reaches a broker's partitions through the bucket's own index)."""
+    out: list[ReplicaGroup] | None = None
+    for i, group in enumerate(groups):
+        kept = [j for j, (topic_id, partition_id) in enumerate(group.partitions)
+                if partition_bucket(topic_id, partition_id, buckets) == bucket]
+        if len(kept) == len(group.partitions):
+            if out is not None:
+                out.append(group)
+            continue
+        if out is None:
+            out = list(groups[:i])
+        if kept:
+            out.append(replace(group, partitions=tuple(group.partitions[j] for j in kept),
+                               topic_names=tuple(group.topic_names[j] for j in kept)))
+    return groups if out is None else tuple(out)
 
 
 def halted_after(fault_offsets: list[int | None]) -> int | None:

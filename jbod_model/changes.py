@@ -264,6 +264,41 @@ class ReplicaChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaGroup:
+    """Replica rows that one step changed alike: the replicas recorded in ``directory`` on ``broker_id``, of the
+    ``partitions`` reached only through that broker, whose registration changed (fenced, unfenced, registered,
+    a directory gone offline or back). A replica's state reads only its directory and its broker's registration
+    (``replicas.registration_offline_reason``), so every replica of the group goes from ``old_reason`` to
+    ``new_reason`` (None: online) in the same ``directory_state``: one change decided once, with the partitions it
+    reached. :meth:`changes` gives the group's :class:`ReplicaChange` rows.
+
+    A fenced broker hosts a share of the cluster's partitions (10 k replicas at 200 k partitions and 60 brokers):
+    a consumer writing rows (the Spark job's operator) computes the shared columns once per group instead of
+    building two :class:`~jbod_model.replicas.ReplicaState` and a :class:`ReplicaChange` per replica."""
+
+    broker_id: int
+    directory: Uuid
+    directory_state: DirectoryState
+    old_reason: OfflineReason | None
+    new_reason: OfflineReason | None
+    #: ``(topic id, partition id)`` of each replica, in the step's order.
+    partitions: tuple[PartitionKey, ...]
+    #: The topic's name of each replica (after the step), parallel to ``partitions``.
+    topic_names: tuple[str, ...]
+
+    def changes(self) -> Iterator[ReplicaChange]:
+        """The group's rows, one per replica, as :meth:`IncrementalReplayer.replay` gives them ungrouped."""
+        broker_id, directory, state = self.broker_id, self.directory, self.directory_state
+        old_reason, new_reason = self.old_reason, self.new_reason
+        for (topic_id, partition_id), name in zip(self.partitions, self.topic_names, strict=True):
+            yield _new_replica_change(
+                name, new_replica_state(topic_id, partition_id, broker_id, directory, state, old_reason is not None,
+                                        old_reason),
+                new_replica_state(topic_id, partition_id, broker_id, directory, state, new_reason is not None,
+                                  new_reason))
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One visible change of the image: what became true at ``offset`` (the image's ``last_offset`` after it).
 
@@ -283,15 +318,26 @@ class Step:
     partitions: tuple[PartitionChange, ...] = ()
     replicas: tuple[ReplicaChange, ...] = ()
     snapshot: bool = False
+    #: Replica rows of brokers whose registration changed, grouped (only from a replayer made with
+    #: ``group_replicas=True``; otherwise they are among ``replicas``).
+    replica_groups: tuple[ReplicaGroup, ...] = ()
 
     def is_empty(self) -> bool:
         """True when nothing in the image changed (a NoOpRecord, a record this model does not image)."""
-        return not (self.features or self.brokers or self.topics or self.partitions or self.replicas)
+        return not (self.features or self.brokers or self.topics or self.partitions or self.replicas
+                    or self.replica_groups)
+
+    def replica_changes(self) -> Iterator[ReplicaChange]:
+        """Every replica row of the step: ``replicas``, then each group's rows."""
+        yield from self.replicas
+        for group in self.replica_groups:
+            yield from group.changes()
 
 
 # The row types built once per record or per changed replica (a fenced broker: thousands in one step), without
 # their keyword ``__init__`` (``jbod_model.slots``; none of them has a ``__post_init__``). Every field, in order.
-#: ``(offset, timestamp, entries, aborted, features, brokers, topics, partitions, replicas, snapshot)``
+#: ``(offset, timestamp, entries, aborted, features, brokers, topics, partitions, replicas, snapshot,
+#: replica_groups)``
 _new_step: Final = slot_constructor(Step)
 #: ``(topic_name, old, new)``
 _new_replica_change: Final = slot_constructor(ReplicaChange)
@@ -299,6 +345,9 @@ _new_replica_change: Final = slot_constructor(ReplicaChange)
 _new_partition_change: Final = slot_constructor(PartitionChange)
 #: What a dict lookup returns for an absent key where None is a stored value (a deletion).
 _ABSENT: Final = object()
+#: What a broker's registration change does to its replicas in one directory: the offline reason before and after
+#: (None: online) and the directory's state.
+_Effect = tuple[OfflineReason | None, OfflineReason | None, DirectoryState]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -418,12 +467,15 @@ class IncrementalReplayer:
     """Replays entries on top of a stored image, one visible step at a time (see the module docstring).
 
     ``pending`` are the entries of a metadata transaction left open by the previous batch
-    (:meth:`pending_transaction`); they are replayed first, exactly as if the batches had been one.
+    (:meth:`pending_transaction`); they are replayed first, exactly as if the batches had been one. With
+    ``group_replicas``, the replica rows a broker's registration change reaches through the broker alone come as
+    :class:`ReplicaGroup`\\ s in ``Step.replica_groups`` (the same rows, :meth:`Step.replica_changes`).
     """
 
     __slots__ = (
         "_broker_index",
         "_brokers",
+        "_group_replicas",
         "_partitions",
         "_reader",
         "_topic_id_sets",
@@ -432,8 +484,10 @@ class IncrementalReplayer:
         "_writes",
     )
 
-    def __init__(self, reader: ImageReader, pending: Sequence[LogEntry] = ()) -> None:
+    def __init__(self, reader: ImageReader, pending: Sequence[LogEntry] = (), *,
+                 group_replicas: bool = False) -> None:
         self._reader = reader
+        self._group_replicas = group_replicas
         # Stored values read so far: the store does not change during a batch, and each read may be a round trip.
         self._partitions: dict[PartitionKey, PartitionRegistration | None] = {}
         self._topics: dict[Uuid, StoredTopic | None] = {}
@@ -579,7 +633,7 @@ class IncrementalReplayer:
         w = self._writes
         if kind is NoOpRecord:
             w.last_offset = offset
-            return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False)
+            return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False, ())
         if kind is not PartitionChangeRecord and kind is not PartitionRecord:
             return None
         record = cast("PartitionChangeRecord | PartitionRecord", record)
@@ -605,7 +659,7 @@ class IncrementalReplayer:
         w.last_offset = offset
         # Every PartitionChangeRecord bumps the partition epoch: the epochs tell most registrations apart cheaply.
         if old is not None and new.partition_epoch == old.partition_epoch and new == old:
-            return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False)
+            return _new_step(offset, entry.timestamp, (entry,), (), (), (), (), (), (), False, ())
         w.partitions[key] = new
         if old is None:
             # An existing partition's id is in its topic's id set already (added when it was created).
@@ -618,7 +672,7 @@ class IncrementalReplayer:
             for b in new_brokers - old_brokers:
                 w.broker_partitions.setdefault(b, {})[key] = True
         return _new_step(offset, entry.timestamp, (entry,), (), (), (), (),
-                         (_new_partition_change(topic_id, partition_id, name, old, new),), replicas, False)
+                         (_new_partition_change(topic_id, partition_id, name, old, new),), replicas, False, ())
 
     def _partition_replica_changes(self, name: str, key: PartitionKey, old: PartitionRegistration | None,
                                    new: PartitionRegistration) -> tuple[ReplicaChange, ...]:
@@ -780,11 +834,16 @@ class IncrementalReplayer:
                 continue
             name = (name_after(topic_id) if new_part is not None else names_before[topic_id]) or ""
             replicas.extend(_replica_changes(name, olds, news))
-        replicas.extend(self._replicas_via_brokers(via_brokers, name_after))
+        groups: tuple[ReplicaGroup, ...] = ()
+        if self._group_replicas:
+            groups = self._replica_groups_via_brokers(via_brokers, name_after)
+        else:
+            replicas.extend(self._replicas_via_brokers(via_brokers, name_after))
         last = entries[-1] if entries else None
         return Step(offset=offset, timestamp=last.timestamp if last is not None else None, entries=tuple(entries),
                     aborted=aborted, features=tuple(features), brokers=tuple(brokers), topics=tuple(topics),
-                    partitions=tuple(partitions), replicas=tuple(replicas), snapshot=snapshot)
+                    partitions=tuple(partitions), replicas=tuple(replicas), snapshot=snapshot,
+                    replica_groups=groups)
 
 
     def _replicas_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
@@ -792,12 +851,40 @@ class IncrementalReplayer:
         """The replica rows that changed on partitions reached only through brokers whose registration changed
         (see :meth:`_apply`): each such replica's state under the broker's old and new registration. The same
         rows, in the same order, as comparing the partitions' whole replica views before and after."""
+        out: list[ReplicaChange] = []
+        for key, broker_id, directory, name, effect in self._broker_replica_effects(via_brokers, name_after):
+            old_reason, new_reason, state = effect
+            topic_id, pid = key
+            out.append(_new_replica_change(
+                name, new_replica_state(topic_id, pid, broker_id, directory, state, old_reason is not None,
+                                        old_reason),
+                new_replica_state(topic_id, pid, broker_id, directory, state, new_reason is not None, new_reason)))
+        return out
+
+    def _replica_groups_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
+                                    name_after: Callable[[Uuid], str | None]) -> tuple[ReplicaGroup, ...]:
+        """:meth:`_replicas_via_brokers`'s rows as :class:`ReplicaGroup`\\ s, one per (broker, directory) whose
+        replicas changed, in the order of each group's first row; each group's rows in their order."""
+        groups: dict[tuple[int, Uuid], tuple[_Effect, list[PartitionKey], list[str]]] = {}
+        for key, broker_id, directory, name, effect in self._broker_replica_effects(via_brokers, name_after):
+            group = groups.get((broker_id, directory))
+            if group is None:
+                group = groups[(broker_id, directory)] = (effect, [], [])
+            group[1].append(key)
+            group[2].append(name)
+        return tuple(ReplicaGroup(broker_id, directory, effect[2], effect[0], effect[1], tuple(keys), tuple(names))
+                     for (broker_id, directory), (effect, keys, names) in groups.items())
+
+    def _broker_replica_effects(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
+                                name_after: Callable[[Uuid], str | None],
+                                ) -> Iterator[tuple[PartitionKey, int, Uuid, str, _Effect]]:
+        """Each replica of :meth:`_replicas_via_brokers` whose state changed, in its order: ``(partition, broker id,
+        directory, topic name, (reason before, reason after, directory state))``."""
         # A broker's replicas share a handful of directories: what a registration change does to a replica is
         # decided once per (broker, directory) — None when it changes nothing —, and a topic's name once per
         # topic. A fenced broker reaches thousands of partitions.
-        effects: dict[tuple[int, Uuid], tuple[OfflineReason | None, OfflineReason | None, DirectoryState] | None] = {}
+        effects: dict[tuple[int, Uuid], _Effect | None] = {}
         names: dict[Uuid, str] = {}
-        out: list[ReplicaChange] = []
         # The partition reads of :meth:`_partition`, inlined: this loop runs once per replica on the brokers.
         pending, cached, read = self._writes.partitions, self._partitions, self._reader.partition
         for key, changes in via_brokers.items():
@@ -809,7 +896,7 @@ class IncrementalReplayer:
             if part is None:
                 continue
             part = cast("PartitionRegistration", part)
-            topic_id, pid = key
+            topic_id = key[0]
             replicas = part.replicas
             for change in sorted(changes, key=_change_key) if len(changes) > 1 else changes:
                 broker_id = change.key
@@ -828,17 +915,10 @@ class IncrementalReplayer:
                         else (before, after, DirectoryState.of(directory))
                 if effect is None:
                     continue
-                old_reason, new_reason, state = cast("tuple[OfflineReason | None, OfflineReason | None, "
-                                                     "DirectoryState]", effect)
                 name = names.get(topic_id)
                 if name is None:
                     name = names[topic_id] = name_after(topic_id) or ""
-                out.append(_new_replica_change(
-                    name, new_replica_state(topic_id, pid, broker_id, directory, state, old_reason is not None,
-                                            old_reason),
-                    new_replica_state(topic_id, pid, broker_id, directory, state, new_reason is not None,
-                                      new_reason)))
-        return out
+                yield key, broker_id, directory, name, cast("_Effect", effect)
 
 
 def _replica_changes(name: str, olds: Sequence[ReplicaState],
@@ -975,10 +1055,10 @@ def _put_all(target: dict[K, V], writes: Mapping[K, V | None]) -> None:
             target[key] = value
 
 
-def replay_incrementally(store: DictImageStore, entries: Iterable[LogEntry],
-                         pending: Sequence[LogEntry] = ()) -> tuple[list[Step], tuple[LogEntry, ...]]:
+def replay_incrementally(store: DictImageStore, entries: Iterable[LogEntry], pending: Sequence[LogEntry] = (), *,
+                         group_replicas: bool = False) -> tuple[list[Step], tuple[LogEntry, ...]]:
     """Replay one batch onto ``store`` and store its writes; return the steps and the still-open transaction."""
-    replayer = IncrementalReplayer(store, pending)
+    replayer = IncrementalReplayer(store, pending, group_replicas=group_replicas)
     steps = [s for s in (replayer.replay(e) for e in entries) if s is not None]
     store.apply(replayer.writes())
     return steps, replayer.pending_transaction()

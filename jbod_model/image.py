@@ -132,6 +132,20 @@ class PartitionRegistration:
                               f"({len(self.directories)}) do not match.", record=self)
 
     @classmethod
+    def from_fields(cls, replicas: tuple[int, ...], directories: tuple[Uuid, ...], isr: tuple[int, ...],
+                    removing_replicas: tuple[int, ...], adding_replicas: tuple[int, ...], elr: tuple[int, ...],
+                    last_known_elr: tuple[int, ...], leader: int, leader_recovery_state: int, leader_epoch: int,
+                    partition_epoch: int) -> PartitionRegistration:
+        """The registration of every field in declaration order, checked as the constructor checks, without its
+        keyword ``__init__`` (``jbod_model.slots``): a keyed store reads registrations back by the thousand."""
+        if directories and len(directories) != len(replicas):
+            # The constructor's own check, and its fault.
+            return cls(replicas, directories, isr, removing_replicas, adding_replicas, elr, last_known_elr, leader,
+                       leader_recovery_state, leader_epoch, partition_epoch)
+        return _new_partition(replicas, directories, isr, removing_replicas, adding_replicas, elr, last_known_elr,
+                              leader, leader_recovery_state, leader_epoch, partition_epoch)
+
+    @classmethod
     def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
         """Mirrors ``PartitionRegistration(PartitionRecord)`` (R1.3): a record without directories, with an empty
         list, or with only MIGRATING entries yields all-MIGRATING (``defaultToMigrating``)."""

@@ -64,11 +64,9 @@ def partition_from_text(text: str) -> PartitionRegistration:
 def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
     (replicas, dirs, isr, removing, adding, elr, last_known_elr, leader, lrs, leader_epoch,
      partition_epoch) = value
-    return PartitionRegistration(replicas=tuple(replicas), directories=tuple(Uuid.from_string(d) for d in dirs),
-                                 isr=tuple(isr), removing_replicas=tuple(removing), adding_replicas=tuple(adding),
-                                 elr=tuple(elr), last_known_elr=tuple(last_known_elr), leader=leader,
-                                 leader_recovery_state=lrs, leader_epoch=leader_epoch,
-                                 partition_epoch=partition_epoch)
+    return PartitionRegistration.from_fields(tuple(replicas), tuple(map(Uuid.from_string, dirs)), tuple(isr),
+                                             tuple(removing), tuple(adding), tuple(elr), tuple(last_known_elr),
+                                             leader, lrs, leader_epoch, partition_epoch)
 
 
 def entries_to_text(entries: Sequence[LogEntry]) -> str:

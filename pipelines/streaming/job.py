@@ -43,7 +43,7 @@ from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover,
 #: pays a fixed price — planning, a task per state partition, the state store's commit, a Delta commit per table,
 #: a rewrite of each partition chunk it touches (most of them) — so larger batches cost less per entry
 #: (docs/state-design.md "Where the time goes").
-DEFAULT_MAX_ENTRIES_PER_BATCH = 100_000
+DEFAULT_MAX_ENTRIES_PER_BATCH = 250_000
 
 #: Replay buckets per cluster when not given (``jbod_model.buckets``): a cluster's keys spread over the state
 #: partitions, so one cluster uses every core of a small machine. Fixed into the checkpoint.

@@ -54,6 +54,7 @@ from jbod_model.changes import (
     IncrementalReplayer,
     PartitionKey,
     ReplicaChange,
+    ReplicaGroup,
     Step,
     StoredTopic,
     response_partition_errors,
@@ -333,10 +334,7 @@ class RowSink:
             self._inputs[offset] = (row["source"], row["type"], int(row["version"]), row["data"], row["payload"])
 
     def add(self, table: str, values: tuple[Any, ...], at: int | None = None) -> None:
-        found = self.rows.get(table)
-        if found is None:
-            found = self.rows[table] = []
-        found.append((self.count * self.buckets + self.bucket, at, *values))
+        self._table(table).append((self.count * self.buckets + self.bucket, at, *values))
         self.count += 1
 
     def tables(self) -> dict[str, pa.Table]:
@@ -394,6 +392,8 @@ class RowSink:
                        None if p.new is None else _partition_value(p.topic_name, p.new))
         for r in step.replicas:
             self._replica(step, r)
+        for g in step.replica_groups:
+            self._replica_group(step, g)
 
     def _replica(self, step: Step, r: ReplicaChange) -> None:
         topic_id, partition_id, broker_id = r.key
@@ -401,6 +401,37 @@ class RowSink:
         self.event("replica", key, step, None if r.new is None else _replica_value(r.topic_name, r.new))
         if _offline_key(r.old) != _offline_key(r.new):
             self.event("offline", key, step, _offline_value(r.topic_name, r.new))
+
+    def _replica_group(self, step: Step, g: ReplicaGroup) -> None:
+        """The rows of :meth:`_replica` for each replica of ``g``, in the same order (a replica row, then its
+        ``offline`` row): the columns the group's replicas share are computed once. Every replica of a group changes
+        its offline reason, so each has an ``offline`` row."""
+        directory, state = str(g.directory), g.directory_state.value
+        new_reason = g.new_reason
+        replica_tail = (directory, state, new_reason is not None,
+                        None if new_reason is None else new_reason.value, False)
+        offline_tail = ((*_REMOVED_VALUES["offline"][1:], True) if new_reason is None
+                        else (directory, state, new_reason.value, False))
+        replicas, offline = self._table("replica"), self._table("offline")
+        offset, timestamp, broker_id = step.offset, step.timestamp, g.broker_id
+        n, buckets, bucket = self.count, self.buckets, self.bucket
+        topic_text = ""
+        last_topic: Uuid | None = None
+        for (topic_id, partition_id), name in zip(g.partitions, g.topic_names, strict=True):
+            if topic_id is not last_topic:
+                topic_text, last_topic = str(topic_id), topic_id
+            replicas.append((n * buckets + bucket, offset, topic_text, partition_id, broker_id, offset, timestamp,
+                             name, *replica_tail))
+            offline.append(((n + 1) * buckets + bucket, offset, topic_text, partition_id, broker_id, offset,
+                            timestamp, name if new_reason is not None else None, *offline_tail))
+            n += 2
+        self.count = n
+
+    def _table(self, table: str) -> list[tuple[Any, ...]]:
+        found = self.rows.get(table)
+        if found is None:
+            found = self.rows[table] = []
+        return found
 
     def response(self, seq: int, entry: RequestEntry, handled: Any) -> None:
         response = handled.response.to_json()
@@ -424,7 +455,7 @@ class RowSink:
         step = owned_step(step, self.bucket, self.buckets)
         source = step.entries[0].source if step.entries else None
         changed = (len(step.features) + len(step.brokers) + len(step.topics) + len(step.partitions)
-                   + len(step.replicas))
+                   + len(step.replicas) + sum(len(g.partitions) for g in step.replica_groups))
         self.add("log_gaps", (gap_from, snapshot_end - 1, snapshot_end, source, step.timestamp, changed,
                               len(step.aborted), _rebootstrap_message(gap_from, snapshot_end, changed)), step.offset)
 
@@ -575,7 +606,7 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
         return sink
     store = StateStore(maps, meta)
     pending = entries_from_text(pending_text) if pending_text else ()
-    replayer = IncrementalReplayer(store, pending)
+    replayer = IncrementalReplayer(store, pending, group_replicas=True)
     controller: ReferenceController | None = None
     use_controller = origin == "jsonl"
     if use_controller:

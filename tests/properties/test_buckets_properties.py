@@ -33,7 +33,7 @@ from jbod_model.buckets import (
     record_owner,
     split_entries,
 )
-from jbod_model.changes import DictImageStore, IncrementalReplayer, Step, replay_incrementally
+from jbod_model.changes import DictImageStore, IncrementalReplayer, ReplicaGroup, Step, replay_incrementally
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord, TopicRecord
@@ -49,7 +49,8 @@ def _signature(step: Step) -> dict[str, Any]:
             "aborted": Counter((e.offset, repr(e.record)) for e in step.aborted),
             "features": Counter(map(repr, step.features)), "brokers": Counter(map(repr, step.brokers)),
             "topics": Counter(map(repr, step.topics)), "partitions": Counter(map(repr, step.partitions)),
-            "replicas": Counter(map(repr, step.replicas)), "timestamp": step.timestamp, "snapshot": step.snapshot}
+            "replicas": Counter(map(repr, step.replica_changes())), "timestamp": step.timestamp,
+            "snapshot": step.snapshot}
 
 
 def _union(steps: list[Step]) -> dict[str, Any]:
@@ -85,6 +86,9 @@ def _assert_bucket_images(stores: list[DictImageStore], image: MetadataImage) ->
 def test_buckets_together_replay_as_one_replayer_at_every_split(data: st.DataObject) -> None:
     stream = data.draw(valid_streams())
     buckets = data.draw(BUCKET_COUNTS)
+    # The buckets' replayers as the operator makes them (a broker change's replica rows grouped) or not: either
+    # way the union of their rows is the single replayer's (ungrouped, the reference).
+    grouped = data.draw(st.booleans())
     entries = stream.entries()
     pure = _pure_images(entries)
     n = len(entries)
@@ -98,7 +102,8 @@ def test_buckets_together_replay_as_one_replayer_at_every_split(data: st.DataObj
         want, single_pending = replay_incrementally(single, entries[lo:hi], single_pending)
         got: dict[int, list[Step]] = {}
         for bucket, part in enumerate(split_entries(entries[lo:hi], buckets)):
-            steps, pendings[bucket] = replay_incrementally(stores[bucket], part, pendings[bucket])
+            steps, pendings[bucket] = replay_incrementally(stores[bucket], part, pendings[bucket],
+                                                           group_replicas=grouped)
             for step in steps:
                 got.setdefault(step.offset, []).append(owned_step(step, bucket, buckets))
         assert sorted(got) == [s.offset for s in want]
@@ -135,8 +140,8 @@ def test_a_snapshot_loaded_over_buckets_changes_what_it_changes_over_one_store(d
     got = []
     for bucket, (store, part, snap) in enumerate(zip(stores, split_entries(old_entries[:a_cut], buckets),
                                                      split_entries(snapshot, buckets), strict=True)):
-        _, pending = replay_incrementally(store, part)
-        replayer = IncrementalReplayer(store, pending)
+        _, pending = replay_incrementally(store, part, group_replicas=True)
+        replayer = IncrementalReplayer(store, pending, group_replicas=True)
         got.append(owned_step(replayer.load_snapshot(snap, end), bucket, buckets))
         store.apply(replayer.writes())
     assert _union(got) == _signature(want)
@@ -155,7 +160,15 @@ def _owned_by_filtering(step: Step, bucket: int, buckets: int) -> Step:
                    topics=step.topics if shared else (),
                    partitions=tuple(p for p in step.partitions
                                     if partition_bucket(p.topic_id, p.partition_id, buckets) == bucket),
-                   replicas=tuple(r for r in step.replicas if partition_bucket(r.key[0], r.key[1], buckets) == bucket))
+                   replicas=tuple(r for r in step.replicas if partition_bucket(r.key[0], r.key[1], buckets) == bucket),
+                   replica_groups=tuple(g for g in (_group_of_bucket(g, bucket, buckets) for g in step.replica_groups)
+                                        if g.partitions))
+
+
+def _group_of_bucket(group: ReplicaGroup, bucket: int, buckets: int) -> ReplicaGroup:
+    kept = [(key, name) for key, name in zip(group.partitions, group.topic_names, strict=True)
+            if partition_bucket(key[0], key[1], buckets) == bucket]
+    return replace(group, partitions=tuple(k for k, _ in kept), topic_names=tuple(n for _, n in kept))
 
 
 @SETTINGS
@@ -167,12 +180,13 @@ def test_owned_step_is_the_row_by_row_filter_for_any_step_and_bucket(data: st.Da
     the buckets' own replayers, for every bucket."""
     entries = data.draw(valid_streams()).entries()
     buckets = data.draw(st.sampled_from([2, 3, 7]))
-    steps, _ = replay_incrementally(DictImageStore(), entries)
+    grouped = data.draw(st.booleans())
+    steps, _ = replay_incrementally(DictImageStore(), entries, group_replicas=grouped)
     for step in steps:
         for bucket in range(buckets):
             assert owned_step(step, bucket, buckets) == _owned_by_filtering(step, bucket, buckets)
     for bucket, part in enumerate(split_entries(entries, buckets)):
-        for step in replay_incrementally(DictImageStore(), part)[0]:
+        for step in replay_incrementally(DictImageStore(), part, group_replicas=grouped)[0]:
             owned = owned_step(step, bucket, buckets)
             assert owned == _owned_by_filtering(step, bucket, buckets)
             if owned == step:

@@ -54,7 +54,7 @@ class Tables:
                 del self.partitions[key]
             else:
                 self.partitions[key] = p.new
-        for r in step.replicas:
+        for r in step.replica_changes():
             assert self.replicas.get(r.key) == r.old, f"stale replica {r.key} at {step.offset}"
             if r.new is None:
                 del self.replicas[r.key]

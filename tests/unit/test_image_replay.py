@@ -583,3 +583,11 @@ class TestDeltaBookkeeping:
     def test_broker_registration_sorts_on_construction(self) -> None:
         reg = BrokerRegistration(id=1, epoch=1, incarnation_id=Uuid(1, 1), directories=(_dir("A"), _dir("g")))
         assert reg.directories == (_dir("g"), _dir("A"))
+
+
+def test_a_registration_from_its_fields_is_the_constructors_and_is_checked_alike() -> None:
+    d1, d2 = Uuid.random(), Uuid.random()
+    fields = ((1, 2), (d1, d2), (1,), (), (2,), (), (1,), 1, 0, 5, 7)
+    assert PartitionRegistration.from_fields(*fields) == PartitionRegistration(*fields)
+    with pytest.raises(ReplayFault, match=r"replicas \(2\) and directories \(1\)"):
+        PartitionRegistration.from_fields((1, 2), (d1,), (1,), (), (), (), (), 1, 0, 0, 0)

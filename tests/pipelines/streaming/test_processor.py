@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from test_quality_support import FakeMapState, FakeValueState
 
+from jbod_model.changes import DictImageStore, replay_incrementally
 from jbod_model.errors import JbodError
 from jbod_model.image_json import image_to_json
 from jbod_model.records.entry import LogEntry
@@ -322,3 +323,30 @@ def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPat
     for name, table in expected.items():
         assert flat[name].equals(table), name
     assert processor.unpack_output(pa.Table.from_pylist([], schema=schema)) == {}
+
+
+def test_a_grouped_step_gives_the_rows_of_its_replica_changes() -> None:
+    """The sink writes a broker change's replica groups (``ReplicaGroup``, the operator's replayer groups them) as
+    the rows of the same changes one by one: the same rows, and the same ``ord`` values among them."""
+    entries = churn_log(ChurnSpec(seed=7, brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=5,
+                                  replication_factor=2, operations=60, noop_share=0.1))
+    grouped, _ = replay_incrementally(DictImageStore(), entries, group_replicas=True)
+    compared = 0
+    for step in grouped:
+        if not step.replica_groups:
+            continue
+        compared += 1
+        flat = dataclasses.replace(step, replicas=tuple(step.replica_changes()), replica_groups=())
+        rows = []
+        for each in (step, flat):
+            sink = processor.RowSink("c", "log")
+            sink.step(each)
+            rows.append({name: sorted(table.to_pylist(), key=lambda r: r["ord"])
+                         for name, table in sink.tables().items()})
+        by_key = [{name: sorted(found, key=lambda r: (r["topic_id"], r["partition_id"], r["broker_id"]))
+                   if name in ("replica", "offline") else found for name, found in r.items()} for r in rows]
+        for name in by_key[1]:
+            assert sorted(r["ord"] for r in rows[0][name]) == sorted(r["ord"] for r in rows[1][name])
+            assert [{**r, "ord": None} for r in by_key[0][name]] == [{**r, "ord": None} for r in by_key[1][name]]
+        assert sorted(by_key[0]) == sorted(by_key[1])
+    assert compared > 0
