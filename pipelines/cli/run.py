@@ -33,7 +33,7 @@ DEMO_CLUSTER_ID = "JbodDemoCluster0000001"
 def _print_run_summary(summary: Any) -> None:
     """Print a :class:`pipelines.streaming.job.RunSummary`; disks by path where ``dir_inventory`` knows them."""
     from pipelines.lakehouse.tables import directory_paths  # noqa: PLC0415 - pyarrow/deltalake, loaded by `run` anyway
-    from pipelines.report.wording import FIRST_NAMES, collapsed  # noqa: PLC0415 - beside the line above
+    from pipelines.report.wording import FIRST_NAMES, collapsed, split_long  # noqa: PLC0415 - beside the line above
 
     console = shared.console()
     console.print(f"Replayed {summary.rows} output rows in {len(summary.batches)} micro-batches "
@@ -55,8 +55,9 @@ def _print_run_summary(summary: Any) -> None:
         else:
             console.print("No offline replicas.")
         if c.leaderless:
-            console.print("Leaderless partitions: " + collapsed([f"{t}-{p}" for t, p in c.leaderless])
-                          + (" (--json lists them all)" if len(c.leaderless) > FIRST_NAMES + 1 else ""),
+            names = [f"{t}-{p}" for t, p in c.leaderless]
+            cut = split_long(names, FIRST_NAMES)[1]
+            console.print("Leaderless partitions: " + collapsed(names) + (" (--json lists them all)" if cut else ""),
                           highlight=False)
         else:
             console.print("No leaderless partition.")

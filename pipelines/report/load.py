@@ -306,11 +306,9 @@ class TablePartitions:
             uuids, names = self._directory_ids, self._topic_names
             for i, (name, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk) in zip(missing, zip(
                     *(taken.column(c).to_pylist() for c in self._COLUMNS), strict=True), strict=True):
-                cache[i] = (names[name], PartitionRegistration(
-                    replicas=tuple(replicas), directories=tuple(map(uuids.__getitem__, dirs)), isr=tuple(isr),
-                    removing_replicas=tuple(removing), adding_replicas=tuple(adding), elr=tuple(elr),
-                    last_known_elr=tuple(lk), leader=leader, leader_recovery_state=lrs, leader_epoch=le,
-                    partition_epoch=pe))
+                cache[i] = (names[name], PartitionRegistration.from_fields(
+                    tuple(replicas), tuple(map(uuids.__getitem__, dirs)), tuple(isr), tuple(removing), tuple(adding),
+                    tuple(elr), tuple(lk), leader, lrs, le, pe))
         return {pk: cache[i] for pk, i in found.items()}
 
     def changed(self, after: int, upto: int) -> set[PartitionKey]:
