@@ -37,6 +37,7 @@ import dataclasses
 import heapq
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -433,43 +434,82 @@ def fault_invariant(message: str) -> str | None:
 # Walking a batch: the state just before each record
 
 
-class _Walk:
-    """Brokers, partitions and metadata.version as they stand before the next record of a batch. Best effort
-    and never raising: a record that replay would refuse is skipped, so checks can explain a refused batch
-    too."""
+class _Recording:
+    """What a batch's records do to brokers, partitions and metadata.version, entry by entry: per key the values
+    it took and at which entry. Best effort and never raising: a record that replay would refuse is skipped, so
+    checks can explain a refused batch too. Recorded lazily, as far as a :class:`_Walk` has come; one recording
+    serves every step check of :func:`check_step` (each check used to walk the batch again, merging every
+    PartitionChangeRecord once per check)."""
 
-    __slots__ = ("_brokers", "_gone", "_image", "_partitions", "mv")
+    __slots__ = ("_brokers", "_changed", "_entries", "_gone", "_partitions", "_topics", "image", "mvs", "recorded")
 
-    def __init__(self, image: MetadataImage) -> None:
-        self._image = image
-        self.mv = image.metadata_version
-        self._brokers: dict[int, BrokerRegistration | None] = {}
-        self._partitions: dict[PartitionKey, PartitionRegistration] = {}
-        # Topic ids removed in this batch: the base image's partitions of those are hidden.
-        self._gone: set[Uuid] = set()
+    def __init__(self, image: MetadataImage, entries: Sequence[LogEntry]) -> None:
+        self.image = image
+        self._entries = entries
+        self.recorded = 0  # entries [0, recorded) are recorded
+        # key -> [(index of the entry that set it, value)], ascending; None = unregistered / topic removed.
+        self._brokers: dict[int, list[tuple[int, BrokerRegistration | None]]] = {}
+        self._partitions: dict[PartitionKey, list[tuple[int, PartitionRegistration | None]]] = {}
+        # Topic id -> its partition ids in _partitions: a RemoveTopicRecord finds its own (a batch that creates a
+        # large topic and removes another must not scan every partition it created).
+        self._topics: dict[Uuid, set[int]] = {}
+        # Topic id -> the first entry that removed it: from then on, the base image's partitions are hidden.
+        self._gone: dict[Uuid, int] = {}
+        # Entry index -> the metadata.version after it (FeatureLevelRecords of metadata.version only).
+        self.mvs: dict[int, MetadataVersion] = {}
+        # Entry index -> what a PartitionChangeRecord made of its partition (None: no partition, or refused).
+        self._changed: dict[int, PartitionRegistration | None] = {}
 
-    def broker(self, broker_id: int) -> BrokerRegistration | None:
-        if broker_id in self._brokers:
-            return self._brokers[broker_id]
-        return self._image.cluster.brokers.get(broker_id)
+    def broker(self, broker_id: int, at: int) -> BrokerRegistration | None:
+        """The broker's registration just before entry ``at``."""
+        for i, reg in reversed(self._brokers.get(broker_id, ())):
+            if i < at:
+                return reg
+        return self.image.cluster.brokers.get(broker_id)
 
-    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
-        part = self._partitions.get((topic_id, partition_id))
-        if part is not None or topic_id in self._gone:
-            return part
-        return self._image.topics.get_partition(topic_id, partition_id)
+    def partition(self, topic_id: Uuid, partition_id: int, at: int) -> PartitionRegistration | None:
+        """The partition just before entry ``at``."""
+        for i, part in reversed(self._partitions.get((topic_id, partition_id), ())):
+            if i < at:
+                if part is not None:
+                    return part
+                break
+        gone = self._gone.get(topic_id)
+        if gone is not None and gone < at:
+            return None
+        return self.image.topics.get_partition(topic_id, partition_id)
 
-    def advance(self, record: Record) -> None:
+    def changed(self, at: int) -> PartitionRegistration | None:
+        """What entry ``at`` (a PartitionChangeRecord) made of its partition; None when there was no partition or
+        replay would refuse the change."""
+        return self._changed.get(at)
+
+    def record_through(self, index: int) -> None:
+        """Record the entries up to and including ``index``."""
+        while self.recorded <= index:
+            i = self.recorded
+            self._advance(i, self._entries[i].record)
+            self.recorded += 1
+
+    def _set_broker(self, i: int, broker_id: int, reg: BrokerRegistration | None) -> None:
+        self._brokers.setdefault(broker_id, []).append((i, reg))
+
+    def _set_partition(self, i: int, topic_id: Uuid, partition_id: int, part: PartitionRegistration) -> None:
+        self._partitions.setdefault((topic_id, partition_id), []).append((i, part))
+        self._topics.setdefault(topic_id, set()).add(partition_id)
+
+    def _advance(self, i: int, record: Record) -> None:
+        after = i + 1
         if isinstance(record, RegisterBrokerRecord):
-            self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
+            self._set_broker(i, record.broker_id, BrokerRegistration.from_record(record))
         elif isinstance(record, UnregisterBrokerRecord):
-            self._brokers[record.broker_id] = None
+            self._set_broker(i, record.broker_id, None)
         elif isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)):
-            reg = self.broker(record.id)
+            reg = self.broker(record.id, after)
             if reg is not None:
-                self._brokers[record.id] = replace(reg, fenced=isinstance(record, FenceBrokerRecord))
+                self._set_broker(i, record.id, replace(reg, fenced=isinstance(record, FenceBrokerRecord)))
         elif isinstance(record, BrokerRegistrationChangeRecord):
-            reg = self.broker(record.broker_id)
+            reg = self.broker(record.broker_id, after)
             if reg is not None:
                 fenced = reg.fenced
                 if record.fenced == BrokerRegistrationFencingChange.FENCE:
@@ -479,31 +519,73 @@ class _Walk:
                 entering = BrokerRegistrationInControlledShutdownChange.IN_CONTROLLED_SHUTDOWN
                 shutdown = reg.in_controlled_shutdown or record.in_controlled_shutdown == entering
                 dirs = tuple(sorted(record.log_dirs)) if record.log_dirs else reg.directories
-                self._brokers[record.broker_id] = replace(reg, fenced=fenced, in_controlled_shutdown=shutdown,
-                                                          directories=dirs)
+                self._set_broker(i, record.broker_id, replace(reg, fenced=fenced, in_controlled_shutdown=shutdown,
+                                                              directories=dirs))
         elif isinstance(record, PartitionRecord):
             with suppress(ReplayFault):
                 part = PartitionRegistration.from_record(record)
-                self._partitions[(record.topic_id, record.partition_id)] = part
+                self._set_partition(i, record.topic_id, record.partition_id, part)
         elif isinstance(record, PartitionChangeRecord):
-            prev = self.partition(record.topic_id, record.partition_id)
+            prev = self.partition(record.topic_id, record.partition_id, after)
+            new = None
             if prev is not None:
                 with suppress(ReplayFault):
-                    self._partitions[(record.topic_id, record.partition_id)] = prev.merge(record)
+                    new = prev.merge(record)
+                    self._set_partition(i, record.topic_id, record.partition_id, new)
+            self._changed[i] = new
         elif isinstance(record, RemoveTopicRecord):
-            self._gone.add(record.topic_id)
-            for key in [k for k in self._partitions if k[0] == record.topic_id]:
-                del self._partitions[key]
+            self._gone.setdefault(record.topic_id, i)
+            for pid in self._topics.pop(record.topic_id, ()):
+                values = self._partitions[(record.topic_id, pid)]
+                if values[-1][1] is not None:
+                    values.append((i, None))
         elif isinstance(record, FeatureLevelRecord) and record.name == FEATURE_NAME:
-            self.mv = MetadataVersion(record.feature_level)
+            self.mvs[i] = MetadataVersion(record.feature_level)
+
+
+class _Walk:
+    """Brokers, partitions and metadata.version as they stand before the current record of a batch (``at``), read
+    from the batch's :class:`_Recording`."""
+
+    __slots__ = ("_recording", "at", "mv")
+
+    def __init__(self, recording: _Recording) -> None:
+        self._recording = recording
+        self.at = 0
+        self.mv = recording.image.metadata_version
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        return self._recording.broker(broker_id, self.at)
+
+    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
+        return self._recording.partition(topic_id, partition_id, self.at)
+
+    def changed(self) -> PartitionRegistration | None:
+        """What the current record, a PartitionChangeRecord, makes of its partition: ``partition(...).merge``
+        (None when there is no partition or replay would refuse the change)."""
+        return self._recording.changed(self.at)
+
+
+#: The recording :func:`check_step` shares among its step checks: (image before, entries, recording).
+_SHARED: ContextVar[tuple[MetadataImage, Sequence[LogEntry], _Recording] | None] = ContextVar(
+    "jbod_step_recording", default=None)
 
 
 def _walk(image: MetadataImage, entries: Sequence[LogEntry]) -> Iterator[tuple[LogEntry, _Walk]]:
     """Each entry with the walk positioned just before it (consume in order; don't keep the walk)."""
-    walk = _Walk(image)
-    for entry in entries:
+    shared = _SHARED.get()
+    if shared is not None and shared[0] is image and shared[1] is entries:
+        recording = shared[2]
+    else:
+        recording = _Recording(image, entries)
+    walk = _Walk(recording)
+    for j, entry in enumerate(entries):
+        recording.record_through(j)
+        walk.at = j
         yield entry, walk
-        walk.advance(entry.record)
+        mv = recording.mvs.get(j)
+        if mv is not None:
+            walk.mv = mv
 
 
 def _has(entries: Sequence[LogEntry], *types: type) -> bool:
@@ -859,11 +941,8 @@ def _check_i11(before: MetadataImage, entries: Entries, after: MetadataImage) ->
         elif isinstance(rec, PartitionChangeRecord) and rec.replicas is not None:
             tid, pid = rec.topic_id, rec.partition_id
             prev = walk.partition(tid, pid)
-            if prev is None:
-                continue
-            try:
-                new = prev.merge(rec)
-            except ReplayFault:
+            new = walk.changed()
+            if prev is None or new is None:
                 continue
             placed = [(b, d) for b, d in zip(new.replicas, new.directories, strict=False)
                       if b not in prev.replicas]
@@ -892,6 +971,8 @@ def _check_i16(before: MetadataImage, entries: Entries, after: MetadataImage) ->
     out = []
     brokers = {b for b, _ in failed}
     for topic, pid, part in after.topics.partitions():
+        if brokers.isdisjoint(part.replicas):
+            continue  # most partitions, when a cluster is large: no set built for them
         for b in brokers & set(part.replicas):
             gone = _dir_of(part, b)
             if gone is None or (b, gone) not in failed or replica_demoted(part, b):
@@ -914,11 +995,8 @@ def _check_i17(before: MetadataImage, entries: Entries, after: MetadataImage) ->
         if not isinstance(rec, PartitionChangeRecord) or rec.directories is None:
             continue
         prev = walk.partition(rec.topic_id, rec.partition_id)
-        if prev is None:
-            continue
-        try:
-            new = prev.merge(rec)
-        except ReplayFault:
+        new = walk.changed()
+        if prev is None or new is None:
             continue
         for b, d in zip(new.replicas, new.directories, strict=False):
             reg = walk.broker(b)
@@ -960,9 +1038,7 @@ def _check_i19(before: MetadataImage, entries: Entries, after: MetadataImage) ->
             prev = walk.partition(*key)
             if prev is None:
                 continue
-            try:
-                prev.merge(rec)
-            except ReplayFault:
+            if walk.changed() is None:  # replay refuses the change
                 unknowable.add(key)
                 continue
             if key not in expected:
@@ -1153,9 +1229,13 @@ def check_step(image_before: MetadataImage, entries: Sequence[LogEntry], image_a
     """Run every step-scope check (or the named ones) on one batch. ``entries`` are the records that took
     ``image_before`` to ``image_after`` — the *committed* ones (an aborted transaction's records excluded)."""
     out: list[Violation] = []
-    for inv in _selected(names):
-        if inv.step_check is not None:
-            out.extend(inv.step_check(image_before, entries, image_after))
+    token = _SHARED.set((image_before, entries, _Recording(image_before, entries)))
+    try:
+        for inv in _selected(names):
+            if inv.step_check is not None:
+                out.extend(inv.step_check(image_before, entries, image_after))
+    finally:
+        _SHARED.reset(token)
     return out
 
 
@@ -1262,7 +1342,8 @@ class InvariantTracker:
     image-scope checks after each batch (only on touched partitions unless brokers or the metadata.version
     changed). ``history_checks=False`` skips the history (I12, I21, I9's warning) and its bookkeeping, for a
     caller that wants only the step checks of a long log (``pipelines.quality``'s log suite checks those from
-    the history tables instead).
+    the history tables instead). ``step_names`` runs only the named step checks (default: all of them), for a
+    caller that reads only some invariants' violations (the log suite: those that need a whole batch).
 
     A batch that changes no broker and not the metadata.version costs what it touches — its partitions, the topics it
     deletes, the clocks that fall due — however many placements are pending (all of a large cluster's replicas
@@ -1270,12 +1351,15 @@ class InvariantTracker:
 
     def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_pending_offsets: int | None = 10_000,
                  max_pending_ms: int | None = 600_000, image_checks: bool = True,
-                 step_checks: bool = True, history_checks: bool = True) -> None:
+                 step_checks: bool = True, history_checks: bool = True,
+                 step_names: Iterable[str] | None = None) -> None:
         self._image = image
         self._max_offsets = max_pending_offsets
         self._max_ms = max_pending_ms
         self._image_checks = image_checks
         self._step_checks = step_checks
+        # Resolved once: an unknown name fails here, not at the first batch.
+        self._step_names = None if step_names is None else tuple(i.name for i in _selected(step_names))
         self._history_checks = history_checks
         self._buffer: list[LogEntry] = []
         self._buffer_base: int | None = None
@@ -1352,7 +1436,7 @@ class InvariantTracker:
         before = self._image
         out: list[Violation] = []
         if self._step_checks:
-            out.extend(check_step(before, entries, image_after))
+            out.extend(check_step(before, entries, image_after, self._step_names))
         if self._image_checks:
             out.extend(self._check_touched(image_after, entries))
         if self._history_checks:

@@ -699,3 +699,13 @@ class TestTracker:
         assert replica_demoted(partition([1], [D1], isr=[1], leader=NO_LEADER), 1)
         assert not replica_demoted(partition([1, 2], [D1, D2], isr=[1, 2], leader=2), 1)
         assert not replica_demoted(partition([1], [D1], isr=[1], leader=1), 1)
+
+    def test_step_names_run_only_the_named_step_checks(self) -> None:
+        # One batch that breaks I8 (a change adds a directory) and I9 (a registration without LogDirs at 3.9).
+        batch = entries(brcr(2, D2, D2B), rbr(4), first=60)
+        everything = InvariantTracker(base(), image_checks=False, history_checks=False).feed_batch(batch)
+        assert {v.invariant for v in everything} == {"I8", "I9"}
+        only = InvariantTracker(base(), image_checks=False, history_checks=False, step_names=("I8",))
+        assert only.feed_batch(batch) == [v for v in everything if v.invariant == "I8"]
+        with pytest.raises(KeyError):
+            InvariantTracker(base(), step_names=("I99",))

@@ -56,8 +56,9 @@ def _f_log_violations(b: Build) -> Frame:
     recs = b.tables.table("records").sort_values(["offset", "snapshot_index"], kind="stable")
     # NoOps only fill batches of their own: no step check reads them.
     recs = recs[recs["type"] != "NO_OP_RECORD"]
-    # Step checks only: the history (I12, I21, I9's warning) is the history suite's, from the history tables.
-    options: dict[str, Any] = {"image_checks": False, "history_checks": False}
+    # Step checks only: the history (I12, I21, I9's warning) is the history suite's, from the history tables; and
+    # only this suite's (the other step checks' invariants are the structural suite's, per row of the tables).
+    options: dict[str, Any] = {"image_checks": False, "history_checks": False, "step_names": LOG_INVARIANTS}
     tracker = inv.InvariantTracker(**options)
     wanted = set(LOG_INVARIANTS)
     found: list[inv.Violation] = []
