@@ -4,6 +4,7 @@ I12), a replica's directory was registered by its broker at some earlier offset 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,8 +16,10 @@ from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.metadata import (
     BrokerRegistrationChangeRecord,
 )
+from jbod_model.uuid import Uuid
 from pipelines.quality.expectations import Check, Skip, column_of, expect_at_most, expect_true
 from pipelines.quality.frames import (
+    RECORD_COLUMNS,
     Build,
     Frame,
     FrameBuilder,
@@ -24,6 +27,7 @@ from pipelines.quality.frames import (
     as_texts,
     make_frame,
     optional_int,
+    table_rows,
 )
 from pipelines.quality.inputs import to_ms
 
@@ -106,7 +110,7 @@ def _f_registration_changes(b: Build) -> Frame:
     by_broker = {int(k): g for k, g in hist.groupby("broker_id")} if not hist.empty else {}
     shrinks = column_of("I8.change_only_shrinks_directories")
     rows = []
-    for r in recs.sort_values("offset").itertuples():
+    for r in table_rows(recs.sort_values("offset"), *RECORD_COLUMNS, "applied_offset"):
         rec = b.record(r)
         if not isinstance(rec, BrokerRegistrationChangeRecord) or not rec.log_dirs:
             continue  # an empty LogDirs means "no change" (§4.1): nothing to compare
@@ -196,6 +200,8 @@ def _f_pending_placements(b: Build) -> Frame:
         key = ["topic_id", "partition_id", "broker_id"]
         hist = b.tables.table("replica_assignment_history")
         wanted = {(str(r.topic_id), int(r.partition_id), int(r.broker_id)) for r in pending}
+        # The pending replicas' topics first (vectorized), then their keys among what is left.
+        hist = hist[hist["topic_id"].isin({k[0] for k in wanted})]
         hist = hist[[k in wanted for k in zip(hist["topic_id"].astype(str), hist["partition_id"].astype(int),
                                                hist["broker_id"].astype(int), strict=True)]]
         placeholder = _run_starts(hist, key, hist["directory_state"].isin(_PLACEHOLDER_STATES))
@@ -239,16 +245,29 @@ def _f_replica_directory_history(b: Build) -> Frame:
     for (owner, text), offset in first.items():
         registered.setdefault(int(owner), []).append((int(offset), str(text)))
         owners.setdefault(str(text), set()).add(int(owner))
+    # What a broker had registered by an offset is one of few sets (one per directory it ever listed): built once
+    # each, found by bisecting the offsets, not rebuilt for each of a large cluster's millions of placements.
+    for listed in registered.values():
+        listed.sort()
+    firsts = {owner: [offset for offset, _ in listed] for owner, listed in registered.items()}
+    prefixes: dict[tuple[int, int], frozenset[Uuid]] = {}
     rows = []
-    for r in placed.itertuples():
+    for r in table_rows(placed, "topic_id", "topic_name", "partition_id", "broker_id", "directory",
+                        "valid_from_offset"):
         d = uuids.get(r.directory)
         if d is None or is_reserved(d):
             continue  # placeholders (and unreadable ids, which I13's view check reports)
         broker, at = int(r.broker_id), int(r.valid_from_offset)
-        ever = {uuids.get(t) for off, t in registered.get(broker, ()) if off <= at}
-        ok = inv.replica_directory_registered(d, {x for x in ever if x is not None})
-        others = sorted(owners.get(str(r.directory), set()) - {broker})
-        why = None if ok else (f"only broker(s) {others} registered it" if others else "no broker registered it")
+        upto = (broker, bisect.bisect_right(firsts.get(broker, ()), at))
+        ever = prefixes.get(upto)
+        if ever is None:
+            ever = prefixes[upto] = frozenset(x for _, t in registered.get(broker, [])[:upto[1]]
+                                              if (x := uuids.get(t)) is not None)
+        ok = inv.replica_directory_registered(d, ever)
+        why = None
+        if not ok:
+            others = sorted(owners.get(str(r.directory), set()) - {broker})
+            why = f"only broker(s) {others} registered it" if others else "no broker registered it"
         rows.append({"topic_id": r.topic_id, "topic_name": r.topic_name, "partition_id": r.partition_id,
                      "broker_id": broker, "directory": r.directory, "offset": at,
                      column_of("I21.directory_registered_by_broker"): ok, "why": why})

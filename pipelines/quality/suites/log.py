@@ -16,11 +16,13 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.replay import replay_entries
 from pipelines.quality.expectations import Check, Skip, expect_not_in
 from pipelines.quality.frames import (
+    RECORD_COLUMNS,
     Build,
     Frame,
     FrameBuilder,
     make_frame,
     optional_int,
+    table_rows,
 )
 from pipelines.quality.inputs import to_ms
 
@@ -43,6 +45,8 @@ SKIPS: tuple[Skip, ...] = (
          "which the tables do not keep"),
 )
 
+#: What the step checks read of a ``records`` row (its time comes separately, as ms).
+_LOG_COLUMNS = (*RECORD_COLUMNS, "origin", "batch_base_offset", "leader_epoch", "source")
 #: Step-scope invariants only a whole record batch can decide; the log suite runs the model's step checks for these.
 LOG_INVARIANTS = ("I10", "I11", "I16", "I17", "I19")
 
@@ -76,7 +80,7 @@ def _f_log_violations(b: Build) -> Frame:
         return "log", int(r.offset) if base is None else base
 
     try:
-        for (kind, _), group in itertools.groupby(zip(recs.itertuples(), ms, strict=True), key=group_key):
+        for (kind, _), group in itertools.groupby(zip(table_rows(recs, *_LOG_COLUMNS), ms, strict=True), key=group_key):
             entries = [LogEntry(offset=int(r.offset), record=rec, batch_base_offset=optional_int(r.batch_base_offset),
                                 leader_epoch=optional_int(r.leader_epoch), timestamp=optional_int(stamp),
                                 source=r.source)

@@ -20,6 +20,7 @@ from pipelines.quality.frames import (
     Model,
     make_frame,
     optional_int,
+    table_rows,
 )
 
 CHECKS: tuple[Check, ...] = (
@@ -42,7 +43,7 @@ SKIPS: tuple[Skip, ...] = ()
 def _f_replicas(b: Build) -> Frame:
     model = b.model
     expected: dict[tuple[str, int, int], tuple[str, int | None]] = {}
-    for r in b.tables.table("partitions").itertuples():
+    for r in table_rows(b.tables.table("partitions"), "topic_id", "partition_id", "since_offset"):
         part = model.partitions.get((str(r.topic_id), int(r.partition_id)))
         if part is None:
             continue  # I1 (or an unparseable id) makes the view undefined for this partition
@@ -52,7 +53,8 @@ def _f_replicas(b: Build) -> Frame:
     view = column_of("I13.replica_view_matches")
     rows = []
     seen: set[tuple[str, int, int]] = set()
-    for r in b.tables.table("replica_assignments").itertuples():
+    for r in table_rows(b.tables.table("replica_assignments"), "topic_id", "partition_id", "broker_id", "topic_name",
+                  "since_offset", "directory", "directory_state", "offline", "offline_reason"):
         key = (str(r.topic_id), int(r.partition_id), int(r.broker_id))
         part = model.partitions.get(key[:2])
         ok: bool | None

@@ -18,6 +18,8 @@ from jbod_model.records.metadata import (
 )
 from pipelines.quality.expectations import Check, Skip, expect_not_in, expect_true
 from pipelines.quality.frames import (
+    PARTITION_COLUMNS,
+    RECORD_COLUMNS,
     Build,
     Frame,
     FrameBuilder,
@@ -26,6 +28,7 @@ from pipelines.quality.frames import (
     make_frame,
     optional_int,
     partition_registration,
+    table_rows,
 )
 
 CHECKS: tuple[Check, ...] = (
@@ -69,7 +72,7 @@ def _f_partitions(b: Build) -> Frame:
     # changes (fenced, a disk gone): the sample also shows since when the leader's registration is as it is.
     broker_since = {int(r.broker_id): optional_int(r.since_offset) for r in b.tables.table("brokers").itertuples()}
     rows = []
-    for r in b.tables.table("partitions").itertuples():
+    for r in table_rows(b.tables.table("partitions"), *PARTITION_COLUMNS, "topic_name", "since_offset"):
         key = (str(r.topic_id), int(r.partition_id))
         part = model.partitions.get(key)
         replicas, texts = as_ints(r.replicas), as_texts(r.directories)
@@ -145,7 +148,7 @@ def _mv_timeline(b: Build) -> tuple[list[int], list[int]]:
     recs = b.tables.table("records")
     recs = recs[(recs["type"] == FeatureLevelRecord.TYPE_NAME) & recs["applied_offset"].notna()]
     points: list[tuple[int, int]] = []
-    for r in recs.sort_values("offset").itertuples():
+    for r in table_rows(recs.sort_values("offset"), *RECORD_COLUMNS):
         rec = b.record(r)
         if isinstance(rec, FeatureLevelRecord) and rec.name == FEATURE_NAME:
             points.append((int(r.offset), rec.feature_level))
@@ -168,7 +171,7 @@ def _f_records(b: Build) -> Frame:
                 & (recs["origin"] != "snapshot")]
     offsets, levels = _mv_timeline(b)
     rows = []
-    for r in recs.sort_values("offset").itertuples():
+    for r in table_rows(recs.sort_values("offset"), *RECORD_COLUMNS):
         rec = b.record(r)
         if rec is None:
             continue
