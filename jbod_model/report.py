@@ -516,6 +516,12 @@ class _Incident:
     partitions: dict[PartitionKey, _Affected]
     ended: LogPosition | None = None
     resolution: Resolution | None = None
+    #: How many of ``partitions`` have neither moved nor gone: a directory failure is evacuated when none has. Kept
+    #: by :meth:`IncidentTracker._follow_up` so that each follow-up does not look at every partition of a disk.
+    staying: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.staying = sum(1 for a in self.partitions.values() if a.moved is None and a.deleted is None)
 
     def freeze(self) -> Incident:
         parts = tuple(a.freeze() for a in sorted(self.partitions.values(), key=lambda a: _partition_order(a.ref)))
@@ -818,6 +824,7 @@ class IncidentTracker(BatchFeed):
         evacuating: list[_Incident] = []
         for incident, a in watchers:
             b = incident.broker_id
+            staying = a.moved is None and a.deleted is None
             if part is None:
                 a.deleted = a.deleted or at
             else:
@@ -827,6 +834,8 @@ class IncidentTracker(BatchFeed):
                     a.isr_restored = at
                 if a.moved is None and _moved(incident, part):
                     a.moved = at
+            if staying and (a.moved is not None or a.deleted is not None):
+                incident.staying -= 1
             if _settled(incident, a):
                 if incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None:
                     evacuating.append(incident)
@@ -837,8 +846,7 @@ class IncidentTracker(BatchFeed):
         else:
             self._watch.pop(pk, None)
         for incident in evacuating:
-            if incident.ended is None and incident.partitions and all(
-                    a.moved is not None or a.deleted is not None for a in incident.partitions.values()):
+            if incident.ended is None and incident.partitions and not incident.staying:
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
 
     # -- state: hosted replicas, offline replicas, leaderless partitions --------------------------------------
