@@ -752,7 +752,9 @@ class IncidentTracker(BatchFeed):
     def _start_directory_failure(self, b: int, d: Uuid, before: MetadataImage, after: MetadataImage,
                                  at: LogPosition, trigger: Trigger) -> None:
         partitions: dict[PartitionKey, _Affected] = {}
-        for pk in sorted(self._hosted.get(b, ()), key=_pk_order):
+        # In no particular order: an incident's partitions are sorted when it is frozen for callers, and nothing
+        # else depends on their order.
+        for pk in self._hosted.get(b, ()):
             found = self._affected(pk, b, before, after)
             if found is not None and found[0].directory(b) == d:
                 partitions[pk] = found[1]
@@ -761,8 +763,8 @@ class IncidentTracker(BatchFeed):
 
     def _start_broker_offline(self, b: int, before: MetadataImage, after: MetadataImage, at: LogPosition,
                               trigger: Trigger) -> None:
-        hosted = sorted(self._hosted.get(b, ()), key=_pk_order)
-        partitions: dict[PartitionKey, _Affected] = {}
+        hosted = self._hosted.get(b, ())
+        partitions: dict[PartitionKey, _Affected] = {}  # in no particular order, as for a directory failure
         for pk in hosted:
             found = self._affected(pk, b, before, after)
             if found is None:
@@ -1059,7 +1061,9 @@ class SparseIncidentTracker(IncidentTracker):
                         raise InputError(f"the record at offset {entry.offset} is not a broker record")
                     named[broker] = (entry.offset, _trigger_of(rec))
                 after = delta.apply()
-            needed = set(touched)
+            # What the batch's rules read: its broker changes read the changed brokers' hosted partitions before
+            # and after the batch (``_affected``); the follow-ups read only the followed partitions after it.
+            hit: set[PartitionKey] = set()
             batch_changes: set[PartitionKey] | None = None
             for b in sorted(named):
                 if cluster.cluster.brokers.get(b) == after.cluster.brokers.get(b):
@@ -1070,11 +1074,11 @@ class SparseIncidentTracker(IncidentTracker):
                     batch_changes = set(partitions.changed(prev, end))
                 reg = after.cluster.brokers.get(b)
                 online = frozenset(reg.directories) if reg is not None else None
-                needed.update(pk for pk, d in hosted.items()
-                              if pk in batch_changes or (online is not None and d not in online))
+                hit.update(pk for pk, d in hosted.items()
+                           if pk in batch_changes or (online is not None and d not in online))
             first_new = self._next_id
-            self._observe(_partial(cluster, partitions.states(needed, prev), prev),
-                          _partial(after, partitions.states(needed, end), end),
+            self._observe(_partial(cluster, partitions.states(hit, prev), prev),
+                          _partial(after, partitions.states(hit | touched, end), end),
                           dict.fromkeys(sorted(touched, key=_pk_order), end), {}, named,
                           LogPosition(end, first_times[k]))
             cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)
