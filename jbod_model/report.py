@@ -516,6 +516,12 @@ class _Incident:
     partitions: dict[PartitionKey, _Affected]
     ended: LogPosition | None = None
     resolution: Resolution | None = None
+    #: How many of ``partitions`` have neither moved nor gone: a directory failure is evacuated when none has. Kept
+    #: by :meth:`IncidentTracker._follow_up` so that each follow-up does not look at every partition of a disk.
+    staying: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.staying = sum(1 for a in self.partitions.values() if a.moved is None and a.deleted is None)
 
     def freeze(self) -> Incident:
         parts = tuple(a.freeze() for a in sorted(self.partitions.values(), key=lambda a: _partition_order(a.ref)))
@@ -746,7 +752,9 @@ class IncidentTracker(BatchFeed):
     def _start_directory_failure(self, b: int, d: Uuid, before: MetadataImage, after: MetadataImage,
                                  at: LogPosition, trigger: Trigger) -> None:
         partitions: dict[PartitionKey, _Affected] = {}
-        for pk in sorted(self._hosted.get(b, ()), key=_pk_order):
+        # In no particular order: an incident's partitions are sorted when it is frozen for callers, and nothing
+        # else depends on their order.
+        for pk in self._hosted.get(b, ()):
             found = self._affected(pk, b, before, after)
             if found is not None and found[0].directory(b) == d:
                 partitions[pk] = found[1]
@@ -755,8 +763,8 @@ class IncidentTracker(BatchFeed):
 
     def _start_broker_offline(self, b: int, before: MetadataImage, after: MetadataImage, at: LogPosition,
                               trigger: Trigger) -> None:
-        hosted = sorted(self._hosted.get(b, ()), key=_pk_order)
-        partitions: dict[PartitionKey, _Affected] = {}
+        hosted = self._hosted.get(b, ())
+        partitions: dict[PartitionKey, _Affected] = {}  # in no particular order, as for a directory failure
         for pk in hosted:
             found = self._affected(pk, b, before, after)
             if found is None:
@@ -818,6 +826,7 @@ class IncidentTracker(BatchFeed):
         evacuating: list[_Incident] = []
         for incident, a in watchers:
             b = incident.broker_id
+            staying = a.moved is None and a.deleted is None
             if part is None:
                 a.deleted = a.deleted or at
             else:
@@ -827,6 +836,8 @@ class IncidentTracker(BatchFeed):
                     a.isr_restored = at
                 if a.moved is None and _moved(incident, part):
                     a.moved = at
+            if staying and (a.moved is not None or a.deleted is not None):
+                incident.staying -= 1
             if _settled(incident, a):
                 if incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None:
                     evacuating.append(incident)
@@ -837,8 +848,7 @@ class IncidentTracker(BatchFeed):
         else:
             self._watch.pop(pk, None)
         for incident in evacuating:
-            if incident.ended is None and incident.partitions and all(
-                    a.moved is not None or a.deleted is not None for a in incident.partitions.values()):
+            if incident.ended is None and incident.partitions and not incident.staying:
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
 
     # -- state: hosted replicas, offline replicas, leaderless partitions --------------------------------------
@@ -1051,7 +1061,9 @@ class SparseIncidentTracker(IncidentTracker):
                         raise InputError(f"the record at offset {entry.offset} is not a broker record")
                     named[broker] = (entry.offset, _trigger_of(rec))
                 after = delta.apply()
-            needed = set(touched)
+            # What the batch's rules read: its broker changes read the changed brokers' hosted partitions before
+            # and after the batch (``_affected``); the follow-ups read only the followed partitions after it.
+            hit: set[PartitionKey] = set()
             batch_changes: set[PartitionKey] | None = None
             for b in sorted(named):
                 if cluster.cluster.brokers.get(b) == after.cluster.brokers.get(b):
@@ -1062,11 +1074,11 @@ class SparseIncidentTracker(IncidentTracker):
                     batch_changes = set(partitions.changed(prev, end))
                 reg = after.cluster.brokers.get(b)
                 online = frozenset(reg.directories) if reg is not None else None
-                needed.update(pk for pk, d in hosted.items()
-                              if pk in batch_changes or (online is not None and d not in online))
+                hit.update(pk for pk, d in hosted.items()
+                           if pk in batch_changes or (online is not None and d not in online))
             first_new = self._next_id
-            self._observe(_partial(cluster, partitions.states(needed, prev), prev),
-                          _partial(after, partitions.states(needed, end), end),
+            self._observe(_partial(cluster, partitions.states(hit, prev), prev),
+                          _partial(after, partitions.states(hit | touched, end), end),
                           dict.fromkeys(sorted(touched, key=_pk_order), end), {}, named,
                           LogPosition(end, first_times[k]))
             cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)

@@ -217,6 +217,11 @@ class TablePartitions:
 
     _COLUMNS = ("topic_name", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
                 "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
+    #: A registration's list columns, in the order :meth:`PartitionRegistration.from_fields` takes them, and its
+    #: scalar columns (after them, in that order too).
+    _LISTS = ("replicas", "directories", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas",
+              "last_known_elr")
+    _SCALARS = ("leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
 
     def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None) -> None:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
@@ -267,9 +272,13 @@ class TablePartitions:
         names, self._topic_names = _encoded(versions.column("topic_name"))
         directories, texts = _encoded_lists(versions.column("directories"))
         self._directory_ids = [Uuid.from_string(d) for d in texts]
-        self._versions = versions.select(self._COLUMNS).set_column(0, "topic_name", names).set_column(
-            self._COLUMNS.index("directories"), "directories", directories)
-        del versions
+        # Every column as plain arrays (a list column as its values and each row's first index): a registration is
+        # then a few slices, where an Arrow ``take`` and ``to_pylist`` of the rows cost a millisecond a call and
+        # tens of microseconds a row — the tracker's innermost loop builds a million of them at 200 k partitions.
+        self._names = _ints(names, "i")
+        self._scalars = tuple(_ints(versions.column(c), "q") for c in self._SCALARS)
+        self._lists = tuple(_flat(directories if c == "directories" else versions.column(c)) for c in self._LISTS)
+        del versions, names, directories
         _release_arrow()
         # The registrations the last call built (a followed partition is read at the end of one batch and at the
         # start of the next).
@@ -294,21 +303,22 @@ class TablePartitions:
                     found[pk] = i
         if not found:
             return {}
-        import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
-
         # Only the registrations of the last call are kept: a batch reads its partitions as of its start, which is
         # the previous batch's end, and keeping every version built would hold the whole history in memory.
-        cache = {i: self._built[i] for i in found.values() if i in self._built}
+        built = self._built
+        cache = {i: built[i] for i in found.values() if i in built}
         self._built = cache
-        missing = [i for i in found.values() if i not in cache]
-        if missing:
-            taken = self._versions.take(pa.array(missing, pa.int64()))
-            uuids, names = self._directory_ids, self._topic_names
-            for i, (name, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk) in zip(missing, zip(
-                    *(taken.column(c).to_pylist() for c in self._COLUMNS), strict=True), strict=True):
-                cache[i] = (names[name], PartitionRegistration.from_fields(
-                    tuple(replicas), tuple(map(uuids.__getitem__, dirs)), tuple(isr), tuple(removing), tuple(adding),
-                    tuple(elr), tuple(lk), leader, lrs, le, pe))
+        uuid_of, names, topic = self._directory_ids.__getitem__, self._topic_names, self._names
+        (rv, ro), (dv, do), (iv, io), (mv, mo), (av, ao), (ev, eo), (kv, ko) = self._lists
+        leader, lrs, le, pe = self._scalars
+        make = PartitionRegistration.from_fields
+        for i in found.values():
+            if i not in cache:
+                j = i + 1
+                cache[i] = (names[topic[i]], make(
+                    tuple(rv[ro[i]:ro[j]]), tuple(map(uuid_of, dv[do[i]:do[j]])), tuple(iv[io[i]:io[j]]),
+                    tuple(mv[mo[i]:mo[j]]), tuple(av[ao[i]:ao[j]]), tuple(ev[eo[i]:eo[j]]), tuple(kv[ko[i]:ko[j]]),
+                    leader[i], lrs[i], le[i], pe[i]))
         return {pk: cache[i] for pk, i in found.items()}
 
     def changed(self, after: int, upto: int) -> set[PartitionKey]:
@@ -435,6 +445,33 @@ def _offsets(column: Any) -> array[int]:
     if len(column):
         out.frombytes(pc.fill_null(column, _OPEN).cast(pa.int64()).to_numpy().tobytes())
     return out
+
+
+def _ints(column: Any, typecode: str) -> array[int]:
+    """An integer Arrow column without nulls as an ``array`` of ``typecode`` ('i': 32-bit, 'q': 64-bit)."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+
+    out = array(typecode)
+    if len(column):
+        if column.null_count:
+            raise InputError("partition_history holds a null where a partition registration needs a value")
+        out.frombytes(column.cast(pa.int32() if typecode == "i" else pa.int64()).to_numpy().tobytes())
+    return out
+
+
+def _flat(column: Any) -> tuple[array[int], array[int]]:
+    """A list-of-integers Arrow column as its values (``array('i')``) and where each row's values start, with the
+    end as the last item (``array('q')``): row ``i`` is ``values[starts[i]:starts[i + 1]]``."""
+    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if lists.null_count:
+        raise InputError("partition_history holds a null list where a partition registration needs one")
+    offsets = lists.offsets
+    first = offsets[0].as_py() if len(offsets) else 0
+    values = lists.values.slice(first, offsets[-1].as_py() - first) if len(offsets) else pa.array([], pa.int32())
+    return _ints(values, "i"), _offsets(pc.subtract(offsets, first)) if len(offsets) else array("q", [0])
 
 
 def _ascending(column: Any) -> array[int]:
