@@ -159,14 +159,37 @@ def record_from_json(obj: Mapping[str, Any], where: str = "", *, fast: bool = Tr
         return OpaqueRecord(api_key=api_key, version=version, type_name=type_name, data=obj.get("data"),
                             payload=raw)
     data = obj.get("data")
-    reader = _FAST_FROM_JSON.get((cls, version), _UNBUILT) if fast else None
-    if reader is _UNBUILT:
-        reader = _FAST_FROM_JSON[(cls, version)] = _build_fast_from_json(cls, version)
+    reader = _fast_reader(cls, version) if fast else None
     if reader is not None:
         record = reader(data)
         if record is not None:
             return cast(Record, record)
     return cast(Record, message_from_json(cls, data, version, f"{label} {type_name} v{version}"))
+
+
+def typed_record_reader(type_name: str, version: int) -> Callable[[Any], Record | None] | None:
+    """What :func:`record_from_json` does with the ``data`` of a record of a known type at a version the model
+    knows, when that type has a generated reader: the reader, which returns the record or None (then
+    :func:`record_from_json` reads it and says what is wrong). None for any other type or version. For callers that
+    read many records whose type and version are already separate values (the Spark operator's input rows)."""
+    key = (type_name, version)
+    found = _READERS_BY_NAME.get(key, _UNBUILT)
+    if found is _UNBUILT:
+        api_key = RECORD_API_KEYS.get(type_name)
+        cls = None if api_key is None else TYPED_RECORDS.get(api_key)
+        found = None
+        if cls is not None and type(version) is int and cls.VALID_VERSIONS[0] <= version <= cls.VALID_VERSIONS[1]:
+            found = _fast_reader(cls, version)
+        if api_key is not None:  # only known type names are kept: the map stays as small as the schema
+            _READERS_BY_NAME[key] = found
+    return cast("Callable[[Any], Record | None] | None", found)
+
+
+def _fast_reader(cls: type[Message], version: int) -> _FastFromJson | None:
+    reader = _FAST_FROM_JSON.get((cls, version), _UNBUILT)
+    if reader is _UNBUILT:
+        reader = _FAST_FROM_JSON[(cls, version)] = _build_fast_from_json(cls, version)
+    return cast("_FastFromJson | None", reader)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -177,6 +200,8 @@ _FastFromJson = Callable[[Any], Any]
 _UNBUILT: Any = object()
 #: (record class, version) → its generated reader, or None where :func:`message_from_json` reads it alone.
 _FAST_FROM_JSON: dict[tuple[type[Message], int], _FastFromJson | None] = {}
+#: (type name, version) → :func:`typed_record_reader`'s answer.
+_READERS_BY_NAME: dict[tuple[str, int], _FastFromJson | None] = {}
 #: Uuids read so far by their text: a log names the same topics and directories again and again.
 _UUID_TEXTS: dict[str, Uuid] = {}
 _UUID_TEXTS_MAX = 1 << 16

@@ -26,7 +26,7 @@ from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.metadata_version import IBP_4_0_IV0, MetadataVersion
 from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
-from jbod_model.records.json_codec import record_from_json, record_to_json
+from jbod_model.records.json_codec import record_from_json, record_to_json, typed_record_reader
 from jbod_model.records.metadata import RegisterBrokerRecord
 from jbod_model.stream import RequestEntry, StreamEntry, entry_from_json, entry_to_json
 from jbod_model.uuid import Uuid
@@ -216,6 +216,17 @@ def unpack_rows(cluster_id: str, packet: bytes) -> list[dict[str, Any]]:
 
 def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:
     """The stream entry of an input row (columns by name)."""
+    offset, type_name, version, data = row.get("offset"), row["type"], row["version"], row["data"]
+    if (type(offset) is int and offset >= 0 and type(type_name) is str and type(version) is int and data is not None
+            and row.get("payload") is None and not type_name.endswith("_REQUEST")):
+        # A record row as the source packs it (every record but an opaque one): read by its type's generated
+        # reader, the record record_from_json would give. Anything else, or what that reader refuses, goes the
+        # general way below, which also says what is wrong.
+        reader = typed_record_reader(type_name, version)
+        record = None if reader is None else reader(orjson.loads(data))
+        if record is not None:
+            return new_log_entry(offset, record, _int(row.get("batch_base_offset")), _int(row.get("leader_epoch")),
+                                 _int(row.get("timestamp")), row.get("source"))
     obj: dict[str, Any] = {"type": row["type"], "version": _int(row["version"]),
                            "data": None if row["data"] is None else orjson.loads(row["data"])}
     if row.get("payload") is not None:

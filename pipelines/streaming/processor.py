@@ -357,7 +357,7 @@ class RowSink:
             columns = [list(map(operator.itemgetter(i), rows)) for i in range(len(schema))]
             if more is not None:
                 for column, extra in zip(columns, more, strict=True):
-                    column += extra
+                    column.extend(extra)
             out[name] = pa.table([pa.array(column, f.type) for column, f in zip(columns, schema, strict=True)],
                                  schema=schema)
         return out
