@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -24,7 +25,15 @@ from jbod_model.records.metadata import (
     OpaqueRecord,
     Record,
 )
-from jbod_model.records.schema import INT_RANGES, FieldSpec, Message, check_value, fields_of, validate_message
+from jbod_model.records.schema import (
+    INT_RANGES,
+    FieldSpec,
+    Message,
+    VersionedMessage,
+    check_value,
+    fields_of,
+    validate_message,
+)
 from jbod_model.uuid import Uuid
 
 M = TypeVar("M", bound=Message)
@@ -317,10 +326,32 @@ def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | N
         lines.append(f"        kw[{spec.name!r}] = v")
     if issubclass(cls, MetadataRecord):
         lines.append(f"    kw['version'] = {version}")
-    lines.append("    return cls(**kw)")
+    lines.extend(_construct_lines(cls, namespace))
     exec(compile("\n".join(lines), f"<fast JSON reader of {cls.__name__} v{version}>", "exec"), namespace)
     fast: _FastFromJson = namespace["fast"]
     return fast
+
+
+def _construct_lines(cls: type[Message], namespace: dict[str, Any]) -> list[str]:
+    """The generated reader's last lines: the instance of ``cls`` holding ``kw`` (field → value) and every other
+    field's default. A message is a frozen slots dataclass whose ``__init__`` only stores its keywords, and whose one
+    ``__post_init__`` (``VersionedMessage``: the version is valid) the reader's caller has checked
+    (:func:`record_from_json`, :func:`typed_record_reader`): the slots are stored through their descriptors, the
+    object ``cls(**kw)`` builds without its keyword matching — as the binary decoder's generated code does. A class
+    with anything else on construction is called."""
+    fields = dataclasses.fields(cls)
+    post_init = getattr(cls, "__post_init__", None)
+    descriptors: list[Any] = [getattr(cls, f.name, None) for f in fields]
+    if (post_init not in (None, VersionedMessage.__post_init__) or any(f.default is dataclasses.MISSING for f in fields)
+            or any(type(d).__name__ != "member_descriptor" for d in descriptors)):
+        return ["    return cls(**kw)"]
+    namespace["new"] = object.__new__
+    lines = ["    instance = new(cls)"]
+    for i, (f, descriptor) in enumerate(zip(fields, descriptors, strict=True)):
+        namespace[f"set{i}"], namespace[f"default{i}"] = descriptor.__set__, f.default
+        lines.append(f"    set{i}(instance, kw.get({f.name!r}, default{i}))")
+    lines.append("    return instance")
+    return lines
 
 
 def _scalar_refused(name: str, type_name: str) -> str:
