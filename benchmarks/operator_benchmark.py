@@ -1,7 +1,7 @@
 """CPU of the Spark job's stateful operator, without Spark: what one core spends per record inside the operator.
 
 The job's time is mostly its Python workers running ``pipelines.streaming.processor.replay_bucket``
-(docs/state-design.md "Where the time goes"). This benchmark runs exactly that function — input rows made by the
+(docs/state-design.md "Where the time goes"). This benchmark runs exactly that function — input packets made by the
 source's own ``entry_to_row``/``fan_out``, split over the replay buckets, cut into the job's micro-batches — over
 in-memory stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, which also counts the state calls, each
 a round trip to the JVM in Spark), and prints its CPU seconds beside the pure model's replay of the same records and
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
-import dataclasses
 import json
 import pstats
 import sys
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pandas as pd
 import pyarrow as pa
 from clusters import benchmark_cluster  # beside this script (run as a script, like every benchmark)
 
@@ -43,7 +41,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
 from jbod_model.stream import entry_from_json
 from pipelines.lakehouse.tables import plan_batch
-from pipelines.streaming.codec import entry_to_row, fan_out
+from pipelines.streaming.codec import entry_to_row, fan_out, pack_rows, unpack_rows
 from pipelines.streaming.processor import MAP_STATES, output_packets, replay_bucket, settle_batch, unpack_output
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
@@ -51,18 +49,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 from test_quality_support import FakeMapState, FakeValueState
 
 
-def operator_cpu(frames: dict[int, list[pd.DataFrame]], buckets: int) -> dict[str, Any]:
+def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]:
     """Run every bucket's batches through the operator on fresh state; its CPU seconds, rows out, state calls; and
     apart, the CPU of the output's way to the tables' writes: the operator's packets (``output_packets``: typed
     tables, Arrow IPC) and the driver's side (``unpack_output``, ``settle_batch``, ``plan_batch``; no Delta write)."""
     out_rows = calls = 0
     replay = packets = driver = 0.0
-    for bucket, batches in frames.items():
+    for bucket, batches in inputs.items():
         maps = {name: FakeMapState() for name in MAP_STATES}
         meta = FakeValueState()
-        for batch in batches:
+        for packet in batches:
             start = time.process_time()
-            sink = replay_bucket("bench", batch, meta, maps, bucket, buckets)  # type: ignore[arg-type]
+            # As handleInputRows reads a batch: its packet's rows, then the replay.
+            sink = replay_bucket("bench", unpack_rows("bench", packet), meta, maps, bucket,  # type: ignore[arg-type]
+                                 buckets)
             replay += time.process_time() - start
             out_rows += sink.count
             start = time.process_time()
@@ -118,14 +118,15 @@ def main() -> None:
     # seq counts the cluster's entries, as the source's does: a batch is the next --batch entries of the log.
     for seq, entry in enumerate(entries):
         for row in fan_out(entry_to_row("bench", "record", seq, entry, buckets=args.buckets), args.buckets):
-            by_bucket[row.bucket].append((seq // args.batch, dataclasses.asdict(row)))
+            by_bucket[row.bucket].append((seq // args.batch, row))
             rows += 1
-    frames = {bucket: [pd.DataFrame([r for b, r in found if b == batch])
-                       for batch in sorted({b for b, _ in found})] for bucket, found in sorted(by_bucket.items())}
+    # A bucket's batch as the operator receives it: packed by the source (one packet stands for the batch's).
+    packets = {bucket: [pack_rows([r for b, r in found if b == batch]) for batch in sorted({b for b, _ in found})]
+               for bucket, found in sorted(by_bucket.items())}
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-    result = operator_cpu(frames, args.buckets)
+    result = operator_cpu(packets, args.buckets)
     if args.profile:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)

@@ -753,8 +753,14 @@ class IncrementalReplayer:
         # are compared alone (``via_brokers``), not the whole partition before and after. A broker going fenced
         # reaches a 1/brokers share of the cluster's partitions.
         via_brokers: dict[PartitionKey, list[Change[int, BrokerRegistration]]] = {}
-        for change in brokers:
-            if _offline_relevant(change.old, change.new):
+        relevant = [change for change in brokers if _offline_relevant(change.old, change.new)]
+        if len(relevant) == 1:
+            # Nearly always one broker (a fencing, a restart, a failed disk): its thousands of partitions share
+            # one list of changes, built in C instead of a list and an append per partition.
+            via_brokers = dict.fromkeys([key for key in self.partitions_on_broker(relevant[0].key)
+                                         if key not in partition_keys], relevant)
+        else:
+            for change in relevant:
                 # Set order is deterministic here (keys hash by their integers), and row order within a step
                 # carries no meaning: no sort needed.
                 for key in self.partitions_on_broker(change.key):

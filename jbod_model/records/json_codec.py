@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -24,14 +25,28 @@ from jbod_model.records.metadata import (
     OpaqueRecord,
     Record,
 )
-from jbod_model.records.schema import INT_RANGES, FieldSpec, Message, check_value, fields_of, validate_message
+from jbod_model.records.schema import (
+    INT_RANGES,
+    FieldSpec,
+    Message,
+    VersionedMessage,
+    check_value,
+    fields_of,
+    validate_message,
+)
 from jbod_model.uuid import Uuid
 
 M = TypeVar("M", bound=Message)
 
 
-def message_to_json(message: Message, version: int) -> dict[str, Any]:
-    """The ``data`` object of a message at ``version`` (Kafka's ``XJsonConverter.write``)."""
+def message_to_json(message: Message, version: int, *, fast: bool = True) -> dict[str, Any]:
+    """The ``data`` object of a message at ``version`` (Kafka's ``XJsonConverter.write``). ``fast``: written by the
+    message class's generated writer for that version (the same object; :func:`_build_fast_to_json`)."""
+    if fast:
+        writer = _FAST_TO_JSON.get((type(message), version))
+        if writer is None:
+            writer = _FAST_TO_JSON[(type(message), version)] = _build_fast_to_json(type(message), version)
+        return writer(message)
     out: dict[str, Any] = {}
     for spec, value in message.iter_fields():
         if not spec.present_in(version):
@@ -40,6 +55,42 @@ def message_to_json(message: Message, version: int) -> dict[str, Any]:
             continue
         out[spec.json_name] = _value_to_json(spec, value, version)
     return out
+
+
+#: (message class, version) → its generated JSON writer.
+_FAST_TO_JSON: dict[tuple[type[Message], int], Callable[[Message], dict[str, Any]]] = {}
+
+
+def _build_fast_to_json(cls: type[Message], version: int) -> Callable[[Message], dict[str, Any]]:
+    """A second implementation of :func:`message_to_json` for one message class at one version, proven equal to it
+    by ``tests/properties/test_fast_json_properties.py``: straight-line code over the fields present at ``version``
+    (the reference asks every field of the class whether it is), ints, bools, strings and ids written inline, any
+    other kind (structs, bytes) through the reference's own :func:`_value_to_json`. The source of the Spark job
+    writes every record it reads as JSON: the reference's generator and per-value dispatch were most of that."""
+    lines = ["def fast(m):", "    out = {}"]
+    namespace: dict[str, Any] = {"value_to_json": _value_to_json, "version": version}
+    for i, spec in enumerate(fields_of(cls)):
+        if not spec.present_in(version):
+            continue
+        namespace[f"spec{i}"], namespace[f"default{i}"] = spec, spec.default
+        element = spec.element_type if spec.is_array else spec.type
+        if element == "uuid" and spec.is_array:
+            write = "None if v is None else [str(x) for x in v]"
+        elif element == "uuid":
+            write = "None if v is None else str(v)"
+        elif element in INT_RANGES or element in ("bool", "string"):
+            write = "None if v is None else list(v)" if spec.is_array else "v"
+        else:
+            write = f"value_to_json(spec{i}, v, version)"
+        lines.append(f"    v = m.{spec.name}")
+        if spec.tag is not None:
+            lines.append(f"    if not (v == default{i}):")
+            lines.append(f"        out[{spec.json_name!r}] = {write}")
+        else:
+            lines.append(f"    out[{spec.json_name!r}] = {write}")
+    lines.append("    return out")
+    exec(compile("\n".join(lines), f"<fast JSON writer of {cls.__name__} v{version}>", "exec"), namespace)
+    return cast("Callable[[Message], dict[str, Any]]", namespace["fast"])
 
 
 def _value_to_json(spec: FieldSpec, value: Any, version: int) -> Any:
@@ -159,14 +210,37 @@ def record_from_json(obj: Mapping[str, Any], where: str = "", *, fast: bool = Tr
         return OpaqueRecord(api_key=api_key, version=version, type_name=type_name, data=obj.get("data"),
                             payload=raw)
     data = obj.get("data")
-    reader = _FAST_FROM_JSON.get((cls, version), _UNBUILT) if fast else None
-    if reader is _UNBUILT:
-        reader = _FAST_FROM_JSON[(cls, version)] = _build_fast_from_json(cls, version)
+    reader = _fast_reader(cls, version) if fast else None
     if reader is not None:
         record = reader(data)
         if record is not None:
             return cast(Record, record)
     return cast(Record, message_from_json(cls, data, version, f"{label} {type_name} v{version}"))
+
+
+def typed_record_reader(type_name: str, version: int) -> Callable[[Any], Record | None] | None:
+    """What :func:`record_from_json` does with the ``data`` of a record of a known type at a version the model
+    knows, when that type has a generated reader: the reader, which returns the record or None (then
+    :func:`record_from_json` reads it and says what is wrong). None for any other type or version. For callers that
+    read many records whose type and version are already separate values (the Spark operator's input rows)."""
+    key = (type_name, version)
+    found = _READERS_BY_NAME.get(key, _UNBUILT)
+    if found is _UNBUILT:
+        api_key = RECORD_API_KEYS.get(type_name)
+        cls = None if api_key is None else TYPED_RECORDS.get(api_key)
+        found = None
+        if cls is not None and type(version) is int and cls.VALID_VERSIONS[0] <= version <= cls.VALID_VERSIONS[1]:
+            found = _fast_reader(cls, version)
+        if api_key is not None:  # only known type names are kept: the map stays as small as the schema
+            _READERS_BY_NAME[key] = found
+    return cast("Callable[[Any], Record | None] | None", found)
+
+
+def _fast_reader(cls: type[Message], version: int) -> _FastFromJson | None:
+    reader = _FAST_FROM_JSON.get((cls, version), _UNBUILT)
+    if reader is _UNBUILT:
+        reader = _FAST_FROM_JSON[(cls, version)] = _build_fast_from_json(cls, version)
+    return cast("_FastFromJson | None", reader)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -177,6 +251,8 @@ _FastFromJson = Callable[[Any], Any]
 _UNBUILT: Any = object()
 #: (record class, version) → its generated reader, or None where :func:`message_from_json` reads it alone.
 _FAST_FROM_JSON: dict[tuple[type[Message], int], _FastFromJson | None] = {}
+#: (type name, version) → :func:`typed_record_reader`'s answer.
+_READERS_BY_NAME: dict[tuple[str, int], _FastFromJson | None] = {}
 #: Uuids read so far by their text: a log names the same topics and directories again and again.
 _UUID_TEXTS: dict[str, Uuid] = {}
 _UUID_TEXTS_MAX = 1 << 16
@@ -250,10 +326,32 @@ def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | N
         lines.append(f"        kw[{spec.name!r}] = v")
     if issubclass(cls, MetadataRecord):
         lines.append(f"    kw['version'] = {version}")
-    lines.append("    return cls(**kw)")
+    lines.extend(_construct_lines(cls, namespace))
     exec(compile("\n".join(lines), f"<fast JSON reader of {cls.__name__} v{version}>", "exec"), namespace)
     fast: _FastFromJson = namespace["fast"]
     return fast
+
+
+def _construct_lines(cls: type[Message], namespace: dict[str, Any]) -> list[str]:
+    """The generated reader's last lines: the instance of ``cls`` holding ``kw`` (field → value) and every other
+    field's default. A message is a frozen slots dataclass whose ``__init__`` only stores its keywords, and whose one
+    ``__post_init__`` (``VersionedMessage``: the version is valid) the reader's caller has checked
+    (:func:`record_from_json`, :func:`typed_record_reader`): the slots are stored through their descriptors, the
+    object ``cls(**kw)`` builds without its keyword matching — as the binary decoder's generated code does. A class
+    with anything else on construction is called."""
+    fields = dataclasses.fields(cls)
+    post_init = getattr(cls, "__post_init__", None)
+    descriptors: list[Any] = [getattr(cls, f.name, None) for f in fields]
+    if (post_init not in (None, VersionedMessage.__post_init__) or any(f.default is dataclasses.MISSING for f in fields)
+            or any(type(d).__name__ != "member_descriptor" for d in descriptors)):
+        return ["    return cls(**kw)"]
+    namespace["new"] = object.__new__
+    lines = ["    instance = new(cls)"]
+    for i, (f, descriptor) in enumerate(zip(fields, descriptors, strict=True)):
+        namespace[f"set{i}"], namespace[f"default{i}"] = descriptor.__set__, f.default
+        lines.append(f"    set{i}(instance, kw.get({f.name!r}, default{i}))")
+    lines.append("    return instance")
+    return lines
 
 
 def _scalar_refused(name: str, type_name: str) -> str:

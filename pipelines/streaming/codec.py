@@ -26,8 +26,9 @@ from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.metadata_version import IBP_4_0_IV0, MetadataVersion
 from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
-from jbod_model.records.json_codec import record_from_json, record_to_json
+from jbod_model.records.json_codec import record_from_json, record_to_json, typed_record_reader
 from jbod_model.records.metadata import RegisterBrokerRecord
+from jbod_model.slots import slot_constructor
 from jbod_model.stream import RequestEntry, StreamEntry, entry_from_json, entry_to_json
 from jbod_model.uuid import Uuid
 
@@ -150,28 +151,34 @@ class InputRow:
 #: ``InputRow.bucket`` of a record every bucket replays, before the source fans it out.
 ALL_BUCKETS = -1
 
+_new_input_row = slot_constructor(InputRow)
+
 
 def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, snapshot_end: int | None = None,
                  input_kind: str = "log", gap_from: int | None = None, buckets: int = 1,
                  snapshot_index: int | None = None) -> InputRow:
     """The input row of a stream entry; ``buckets``: the cluster's replay buckets (``jbod_model.buckets``)."""
-    obj = entry_to_json(entry)
-    data = obj.get("data")
-    payload = obj.get("payload")
     if isinstance(entry, RequestEntry):
+        obj = entry_to_json(entry)
+        data = obj.get("data")
         return InputRow(cluster_id, kind, seq, entry.offset, None, None, None, str(obj["type"]),
                         int(obj.get("version", 0)), None if data is None else dumps(data), None, entry.source,
                         None, input_kind)
+    # The record's JSON alone: the entry's other fields are columns of their own.
+    obj = record_to_json(entry.record)
+    data = obj.get("data")
+    payload = obj.get("payload")
     if input_kind == "jsonl" or buckets == 1:
         bucket = 0
     elif is_shared(entry.record):
         bucket = ALL_BUCKETS
     else:
         bucket = record_owner(entry.record, buckets)
-    return InputRow(cluster_id, kind, seq, entry.offset, entry.batch_base_offset, entry.leader_epoch,
-                    entry.timestamp, str(obj["type"]), int(obj["version"]), None if data is None else dumps(data),
-                    payload, entry.source, snapshot_end, input_kind, gap_from, bucket=bucket,
-                    snapshot_index=snapshot_index)
+    # Every field positionally, without the keyword __init__: the source builds one row per record it reads.
+    return _new_input_row(cluster_id, kind, seq, entry.offset, entry.batch_base_offset, entry.leader_epoch,
+                          entry.timestamp, str(obj["type"]), int(obj["version"]),
+                          None if data is None else dumps(data), payload, entry.source, snapshot_end, input_kind,
+                          gap_from, None, None, bucket, snapshot_index)
 
 
 def row_buckets(row: InputRow, buckets: int) -> Sequence[int]:
@@ -216,6 +223,17 @@ def unpack_rows(cluster_id: str, packet: bytes) -> list[dict[str, Any]]:
 
 def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:
     """The stream entry of an input row (columns by name)."""
+    offset, type_name, version, data = row.get("offset"), row["type"], row["version"], row["data"]
+    if (type(offset) is int and offset >= 0 and type(type_name) is str and type(version) is int and data is not None
+            and row.get("payload") is None and not type_name.endswith("_REQUEST")):
+        # A record row as the source packs it (every record but an opaque one): read by its type's generated
+        # reader, the record record_from_json would give. Anything else, or what that reader refuses, goes the
+        # general way below, which also says what is wrong.
+        reader = typed_record_reader(type_name, version)
+        record = None if reader is None else reader(orjson.loads(data))
+        if record is not None:
+            return new_log_entry(offset, record, _int(row.get("batch_base_offset")), _int(row.get("leader_epoch")),
+                                 _int(row.get("timestamp")), row.get("source"))
     obj: dict[str, Any] = {"type": row["type"], "version": _int(row["version"]),
                            "data": None if row["data"] is None else orjson.loads(row["data"])}
     if row.get("payload") is not None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -321,10 +322,15 @@ class RowSink:
         self.snapshot_index = snapshot_index or {}
         #: Table → its rows: ``(ord, at, *values)``.
         self.rows: dict[str, list[tuple[Any, ...]]] = {}
+        #: Table → more of its rows, as columns in the same order: a replica group's rows are added column by column
+        #: (most of a fenced broker's columns are one value repeated), never as tuples to be turned into columns.
+        self._columns: dict[str, list[list[Any]]] = {}
         #: Rows added so far, over every table: the next row's index (its ``ord`` is derived from it).
         self.count = 0
         #: The batch's input records by offset: (source, type, version, data, payload) as the source wrote them.
         self._inputs: dict[int, tuple[str | None, str, int, str | None, str | None]] = {}
+        #: Topic ids' texts: a group lists thousands of partitions of a few hundred topics.
+        self._topic_texts: dict[Uuid, str] = {}
 
     def remember(self, row: Mapping[str, Any]) -> None:
         """Keep an input row's record text for its bronze row: the source wrote it with the same codec
@@ -341,9 +347,17 @@ class RowSink:
         """The rows as typed tables: ``ord``, ``at`` and the table's :func:`operator_schema` columns. A column is
         built from a list in one call (C), as the rows were collected as tuples: no value becomes text."""
         out = {}
-        for name, rows in self.rows.items():
+        for name in {**self.rows, **self._columns}:
             schema = _sink_schema(name)
-            columns = zip(*rows, strict=True)
+            rows = self.rows.get(name, [])
+            more = self._columns.get(name)
+            # One column at a time (itemgetter over the rows, in C): zip(*rows) makes an iterator per row, which at
+            # millions of rows cost more than the Arrow conversion itself. The rows' order is not the tables' (the
+            # driver sorts a batch by ``ord``, pipelines.lakehouse.tables.plan_batch).
+            columns = [list(map(operator.itemgetter(i), rows)) for i in range(len(schema))]
+            if more is not None:
+                for column, extra in zip(columns, more, strict=True):
+                    column.extend(extra)
             out[name] = pa.table([pa.array(column, f.type) for column, f in zip(columns, schema, strict=True)],
                                  schema=schema)
         return out
@@ -403,29 +417,49 @@ class RowSink:
             self.event("offline", key, step, _offline_value(r.topic_name, r.new))
 
     def _replica_group(self, step: Step, g: ReplicaGroup) -> None:
-        """The rows of :meth:`_replica` for each replica of ``g``, in the same order (a replica row, then its
-        ``offline`` row): the columns the group's replicas share are computed once. Every replica of a group changes
-        its offline reason, so each has an ``offline`` row."""
+        """The rows of :meth:`_replica` for each replica of ``g`` (a replica row, then its ``offline`` row: their
+        ``ord`` values are those), added column by column: all but the key and the topic's name are the group's.
+        Every replica of a group changes its offline reason, so each has an ``offline`` row."""
+        n = len(g.partitions)
+        if not n:
+            return
         directory, state = str(g.directory), g.directory_state.value
         new_reason = g.new_reason
-        replica_tail = (directory, state, new_reason is not None,
-                        None if new_reason is None else new_reason.value, False)
-        offline_tail = ((*_REMOVED_VALUES["offline"][1:], True) if new_reason is None
-                        else (directory, state, new_reason.value, False))
-        replicas, offline = self._table("replica"), self._table("offline")
         offset, timestamp, broker_id = step.offset, step.timestamp, g.broker_id
-        n, buckets, bucket = self.count, self.buckets, self.bucket
-        topic_text = ""
-        last_topic: Uuid | None = None
-        for (topic_id, partition_id), name in zip(g.partitions, g.topic_names, strict=True):
-            if topic_id is not last_topic:
-                topic_text, last_topic = str(topic_id), topic_id
-            replicas.append((n * buckets + bucket, offset, topic_text, partition_id, broker_id, offset, timestamp,
-                             name, *replica_tail))
-            offline.append(((n + 1) * buckets + bucket, offset, topic_text, partition_id, broker_id, offset,
-                            timestamp, name if new_reason is not None else None, *offline_tail))
-            n += 2
-        self.count = n
+        topic_texts = self._topic_texts
+        topics: list[str] = []
+        partition_ids: list[int] = []
+        for topic_id, partition_id in g.partitions:
+            text = topic_texts.get(topic_id)
+            if text is None:
+                text = topic_texts[topic_id] = str(topic_id)
+            topics.append(text)
+            partition_ids.append(partition_id)
+        first, buckets, bucket = self.count, self.buckets, self.bucket
+        stride = 2 * buckets
+        # ord, at, topic_id, partition_id, broker_id, o, t: the key and the event's position, in both tables.
+        replica_head = (range(first * buckets + bucket, (first + 2 * n) * buckets, stride), (offset,) * n, topics,
+                        partition_ids, (broker_id,) * n, (offset,) * n, (timestamp,) * n)
+        offline_head = (range((first + 1) * buckets + bucket, (first + 1 + 2 * n) * buckets, stride),
+                        *replica_head[1:])
+        replica_tail = (directory, state, new_reason is not None, None if new_reason is None else new_reason.value,
+                        False)
+        _extend(self._table_columns("replica"), (*replica_head, g.topic_names),
+                tuple((value,) * n for value in replica_tail))
+        if new_reason is None:
+            offline_tail: tuple[Any, ...] = (*_REMOVED_VALUES["offline"][1:], True)
+            offline_names: Iterable[Any] = (None,) * n
+        else:
+            offline_tail, offline_names = (directory, state, new_reason.value, False), g.topic_names
+        _extend(self._table_columns("offline"), (*offline_head, offline_names),
+                tuple((value,) * n for value in offline_tail))
+        self.count = first + 2 * n
+
+    def _table_columns(self, table: str) -> list[list[Any]]:
+        found = self._columns.get(table)
+        if found is None:
+            found = self._columns[table] = [[] for _ in _sink_schema(table)]
+        return found
 
     def _table(self, table: str) -> list[tuple[Any, ...]]:
         found = self.rows.get(table)
@@ -474,6 +508,12 @@ class RowSink:
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
         self.add("replay_faults", (seq, offset, source, type(fault).__name__, str(fault)),
                  offset if offset is not None else seq)
+
+
+def _extend(columns: list[list[Any]], *parts: Iterable[Iterable[Any]]) -> None:
+    """Append the values of each column in ``parts`` (in order) to ``columns``."""
+    for column, values in zip(columns, (v for part in parts for v in part), strict=True):
+        column.extend(values)
 
 
 def _rebootstrap_message(gap_from: int, snapshot_end: int, changed: int) -> str:

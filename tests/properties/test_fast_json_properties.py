@@ -1,5 +1,6 @@
 """The generated JSON readers of records (``record_from_json(..., fast=True)``, ``jbod_model.records.json_codec``)
-read exactly what the reference reader (``message_from_json``) reads.
+read exactly what the reference reader (``message_from_json``) reads, and the generated writers
+(``message_to_json(..., fast=True)``) write what the reference writer writes.
 
 For every typed metadata record at every version: a record's JSON reads back as the same record either way; and
 JSON damaged the ways input goes wrong — a field dropped, or given null, a value of another kind or out of range —
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from record_strategies import RECORD_VERSIONS, message_strategy
 
 from jbod_model.errors import InputError
-from jbod_model.records.json_codec import record_from_json, record_to_json
+from jbod_model.records.json_codec import message_to_json, record_from_json, record_to_json
 from jbod_model.records.metadata import MetadataRecord
 
 _IDS = [f"{c.TYPE_NAME}-v{v}" for c, v in RECORD_VERSIONS]
@@ -77,3 +78,17 @@ def test_fast_json_read_of_any_data_equals_reference(cls_version: tuple[type[Met
                                                      value: Any) -> None:
     cls, version = cls_version
     _assert_same({"type": cls.TYPE_NAME, "version": version, "data": value})
+
+
+@pytest.mark.parametrize(("cls", "version"), RECORD_VERSIONS, ids=_IDS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fast_json_write_equals_reference(cls: type[MetadataRecord], version: int, data: st.DataObject) -> None:
+    """The same ``data`` object — keys, their order, values and their types — for any record at any version."""
+    record = data.draw(message_strategy(cls, version))
+    reference = message_to_json(record, version, fast=False)
+    for _ in range(2):  # the first call builds the writer, the second uses it
+        written = message_to_json(record, version)
+        assert written == reference
+        assert list(written) == list(reference)
+        assert repr(written) == repr(reference)

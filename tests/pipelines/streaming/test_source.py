@@ -19,7 +19,7 @@ from jbod_model.simulator.output import append_to_segment, corrupt_batch, write_
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.stream import entry_to_line
-from pipelines.streaming.codec import row_to_entry
+from pipelines.streaming.codec import entry_to_row, row_to_entry
 from pipelines.streaming.source import (
     SourceConfig,
     SourcePlanner,
@@ -336,3 +336,17 @@ def test_a_range_is_split_only_where_it_is_worth_it(tmp_path: Path) -> None:
     jsonl = write_jsonl_file(tmp_path / "c.jsonl", ENTRIES)
     [(ci, s, e)] = _planner([jsonl]).plan({}, _planner([jsonl]).latest())
     assert split_range(ci, s, e, 4, min_entries=1) == [(s, e)]  # byte positions: read by one task
+
+
+def test_an_input_row_reads_back_as_the_entry_it_was_made_from() -> None:
+    """``row_to_entry`` reads a record row through its type's generated reader (``typed_record_reader``): every
+    entry of a churn log (every record type it writes, NoOps included) comes back whole — offset, record, batch,
+    epoch, time, source — and data that reader refuses still gets the general reader's error."""
+    entries = churn_log(ChurnSpec(seed=11, operations=120, noop_share=0.2))
+    rows = [dataclasses.asdict(entry_to_row("c", "record", i, e, buckets=4)) for i, e in enumerate(entries)]
+    assert [row_to_entry(r) for r in rows] == entries
+    assert len({type(e.record) for e in entries}) >= 5
+    change = next(r for r in rows if r["type"] == "PARTITION_CHANGE_RECORD")
+    bad = {**change, "data": json.dumps({**json.loads(change["data"]), "partitionId": "seven"})}
+    with pytest.raises(InputError, match="partitionId"):
+        row_to_entry(bad)
