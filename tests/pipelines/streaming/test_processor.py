@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
-from test_quality_support import FakeMapState, FakeValueState
+from test_quality_support import FakeMapState, FakeValueState, write_lakehouse
 
 from jbod_model.changes import DictImageStore, replay_incrementally
 from jbod_model.errors import JbodError
@@ -21,10 +21,10 @@ from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, Part
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
-from pipelines.lakehouse.tables import ENTITIES, batch_tables, plan_batch
+from pipelines.lakehouse.tables import ENTITIES, as_of_image, batch_tables, plan_batch
 from pipelines.streaming import processor
 from pipelines.streaming.codec import InputRow, entry_to_row, fan_out, pack_rows, unpack_rows
-from pipelines.streaming.job import check_state_layout
+from pipelines.streaming.job import check_state_layout, summarize_cluster
 from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_batch, sink_output
 
 CURRENT_TABLES = {e.current for e in ENTITIES.values()}
@@ -350,3 +350,30 @@ def test_a_grouped_step_gives_the_rows_of_its_replica_changes() -> None:
             assert [{**r, "ord": None} for r in by_key[0][name]] == [{**r, "ord": None} for r in by_key[1][name]]
         assert sorted(by_key[0]) == sorted(by_key[1])
     assert compared > 0
+
+
+@pytest.mark.parametrize("seed", [3, 8, 21])
+def test_the_run_summary_reads_what_the_image_from_the_tables_holds(tmp_path: Path, seed: int) -> None:
+    """``summarize_cluster`` reads only the columns it shows; it says what the image JSON of the same tables
+    (``as_of_image``, which it used to build whole) says: counts, offline replicas by broker and disk and by reason
+    (in the image's order), leaderless partitions by name."""
+    entries = churn_log(ChurnSpec(seed=seed, brokers=4, operations=150, noop_share=0.1))
+    tables = write_lakehouse(tmp_path / "t", "c", entries, batch_size=40)
+    image = as_of_image(tables, "c")
+    names = {t["topicId"]: t["name"] for t in image["topics"]}
+    offline: dict[int, dict[str, int]] = {}
+    reasons: dict[str, int] = {}
+    for r in image["replicas"]:
+        if r["offline"]:
+            per_dir = offline.setdefault(r["brokerId"], {})
+            per_dir[r["directory"]] = per_dir.get(r["directory"], 0) + 1
+            reasons[r["offlineReason"]] = reasons.get(r["offlineReason"], 0) + 1
+    summary = summarize_cluster(tables, "c")
+    assert (summary.last_offset, summary.metadata_version, summary.brokers, summary.topics, summary.partitions,
+            summary.replicas) == (image["lastOffset"], image["metadataVersion"], len(image["brokers"]),
+                                  len(image["topics"]), len(image["partitions"]), len(image["replicas"]))
+    assert list(summary.offline_by_broker_dir.items()) == list(offline.items())
+    assert list(summary.offline_reasons.items()) == list(reasons.items())
+    assert summary.leaderless == [(names.get(p["topicId"], p["topicId"]), p["partitionId"])
+                                  for p in image["partitions"] if p["leader"] == -1]
+    assert summary.partitions > 0 and summary.replicas > 0
