@@ -214,6 +214,9 @@ def _f_pending_placements(b: Build) -> Frame:
             since, age, age_ms = _age(model, [gate, placeholder.get(k), unfenced.get((k[2],))])
             rows.append({"topic_id": k[0], "topic_name": r.topic_name, "partition_id": k[1], "broker_id": k[2],
                          "directory": r.directory, "offset": since, "age_offsets": age, "age_ms": age_ms})
+    # By key: the current table's rows come back from Delta in no fixed order, and a failure's sample is the first
+    # failing rows, which must not change from one run over the same tables to the next.
+    rows.sort(key=lambda r: (r["topic_id"], r["partition_id"], r["broker_id"]))
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "broker_id": "Int64",
             "directory": "string", "offset": "Int64", "age_offsets": "Int64", "age_ms": "Int64"}
     return Frame("pending_placements", make_frame(rows, cols),

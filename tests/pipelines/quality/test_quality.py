@@ -509,6 +509,29 @@ def test_severity_of_results(runner: GxRunner, demo: Path) -> None:
     assert sample["age_offsets"] == 22 and sample["directory"] == str(UNASSIGNED)
 
 
+def test_a_sample_does_not_depend_on_the_order_rows_are_read_in(runner: GxRunner, demo: Path) -> None:
+    """Delta hands a table's rows back in no fixed order: two stuck placements, a one-row sample, the current
+    replicas read in either order — the same row is shown (the first by key)."""
+    unassigned = str(UNASSIGNED)
+    t = _i12(clean(demo))
+    # orders-1 is [2, 3, 1]: broker 3's replica is stuck too.
+    t = rederive(t.with_tables(partitions=edit(t.table("partitions"), part(ORDERS, 1),
+                                               directories=[JBZ, unassigned, BQ])))
+    t = t.with_tables(replica_assignment_history=edit(
+        t.table("replica_assignment_history"), lambda f: replica(ORDERS, 1, 3)(f) & f["valid_to_offset"].isna(),
+        directory=unassigned, directory_state="UNASSIGNED"))
+    settings = QualitySettings(pending_placement_max_offsets=5, pending_placement_max_ms=1000, sample_rows=1)
+    current = t.table("replica_assignments")
+    samples = []
+    for order in (current, current.iloc[::-1].reset_index(drop=True)):
+        r = result(run(runner, t.with_tables(replica_assignments=order), settings), "I12.pending_placement_offsets")
+        assert r.unexpected_count == 2 and len(r.sample) == 1
+        samples.append(r.sample)
+    assert samples[0] == samples[1]
+    assert (samples[0][0]["topic_name"], samples[0][0]["partition_id"], samples[0][0]["broker_id"]) == (
+        "orders", 1, 3)
+
+
 def test_suites_can_be_chosen(runner: GxRunner, demo: Path) -> None:
     results = check_cluster(_i14(clean(demo)), runner, suites=["structural"])
     assert {r.suite for r in results} == {"structural"} and failed(results) == set()
