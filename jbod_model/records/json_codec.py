@@ -34,6 +34,7 @@ from jbod_model.records.schema import (
     fields_of,
     validate_message,
 )
+from jbod_model.slots import slot_constructor
 from jbod_model.uuid import Uuid
 
 M = TypeVar("M", bound=Message)
@@ -334,24 +335,19 @@ def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | N
 
 def _construct_lines(cls: type[Message], namespace: dict[str, Any]) -> list[str]:
     """The generated reader's last lines: the instance of ``cls`` holding ``kw`` (field → value) and every other
-    field's default. A message is a frozen slots dataclass whose ``__init__`` only stores its keywords, and whose one
-    ``__post_init__`` (``VersionedMessage``: the version is valid) the reader's caller has checked
-    (:func:`record_from_json`, :func:`typed_record_reader`): the slots are stored through their descriptors, the
-    object ``cls(**kw)`` builds without its keyword matching — as the binary decoder's generated code does. A class
-    with anything else on construction is called."""
+    field's default, built by :func:`jbod_model.slots.slot_constructor` — the object ``cls(**kw)`` builds without
+    its keyword matching. Its one ``__post_init__`` (``VersionedMessage``: the version is valid) is not run: the
+    reader's callers have checked the version (:func:`record_from_json`, :func:`typed_record_reader`). A class with
+    anything else on construction, or a field without a default, is called."""
     fields = dataclasses.fields(cls)
-    post_init = getattr(cls, "__post_init__", None)
-    descriptors: list[Any] = [getattr(cls, f.name, None) for f in fields]
-    if (post_init not in (None, VersionedMessage.__post_init__) or any(f.default is dataclasses.MISSING for f in fields)
-            or any(type(d).__name__ != "member_descriptor" for d in descriptors)):
+    if (getattr(cls, "__post_init__", None) not in (None, VersionedMessage.__post_init__)
+            or any(f.default is dataclasses.MISSING for f in fields)):
         return ["    return cls(**kw)"]
-    namespace["new"] = object.__new__
-    lines = ["    instance = new(cls)"]
-    for i, (f, descriptor) in enumerate(zip(fields, descriptors, strict=True)):
-        namespace[f"set{i}"], namespace[f"default{i}"] = descriptor.__set__, f.default
-        lines.append(f"    set{i}(instance, kw.get({f.name!r}, default{i}))")
-    lines.append("    return instance")
-    return lines
+    namespace["make"] = slot_constructor(cls)
+    for i, f in enumerate(fields):
+        namespace[f"default{i}"] = f.default
+    values = ", ".join(f"kw.get({f.name!r}, default{i})" for i, f in enumerate(fields))
+    return [f"    return make({values})"]
 
 
 def _scalar_refused(name: str, type_name: str) -> str:

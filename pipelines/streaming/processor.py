@@ -345,7 +345,7 @@ class RowSink:
 
     def tables(self) -> dict[str, pa.Table]:
         """The rows as typed tables: ``ord``, ``at`` and the table's :func:`operator_schema` columns. A column is
-        built from a list in one call (C), as the rows were collected as tuples: no value becomes text."""
+        built from a list in one call (C): no value becomes text."""
         out = {}
         for name in {**self.rows, **self._columns}:
             schema = _sink_schema(name)
