@@ -32,6 +32,7 @@ from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
+from pipelines.lakehouse.staging import STAGED_DIR, WriteBehind, flush_staged
 from pipelines.lakehouse.tables import (
     ENTITIES,
     DeltaRsWriter,
@@ -284,32 +285,52 @@ def halted_clusters(tables_dir: Path) -> dict[str, int]:
 
 class _Sink:
     """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), settle the buckets'
-    rows into the clusters' (``pipelines.streaming.processor.settle_batch``), write them."""
+    rows into the clusters' (``pipelines.streaming.processor.settle_batch``), and hand them to the write-behind
+    (``pipelines.lakehouse.staging``): the batch is staged in the checkpoint and written while Spark computes the
+    next one. :meth:`drain` waits for the last write."""
 
     def __init__(self, make_writer: Any, checkpoint_dir: Path,
                  on_batch: Callable[[BatchStats], None] | None = None,
                  halted: Callable[[], dict[str, int]] | None = None) -> None:
         self._make_writer = make_writer
         self._checkpoint_dir = checkpoint_dir
-        self._writer: TableWriter | None = None
+        self._behind: WriteBehind | None = None
         self._on_batch = on_batch
         self._load_halted = halted
         self._halted: dict[str, int] = {}
+        self._computed: dict[int, tuple[int, float]] = {}
         self.stats: list[BatchStats] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        if self._writer is None:
-            self._writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
-            self._writer.ensure_tables()
+        if self._behind is None:
+            writer = self._make_writer(f"kraft-jbod:{query_id(self._checkpoint_dir)}")
+            writer.ensure_tables()
+            self._behind = WriteBehind(writer, self._checkpoint_dir / STAGED_DIR, self._written)
             self._halted = self._load_halted() if self._load_halted is not None else {}
         batch = settle_batch(unpack_output(df.toArrow()), self._halted)
-        computed = time.monotonic()
         rows = batch_rows(batch)
-        written = self._writer.write_batch(batch_id, batch) if rows else {}
-        self.stats.append(BatchStats(batch_id, rows, written, time.monotonic() - started, computed - started))
+        self._computed[batch_id] = (rows, time.monotonic() - started)
+        if rows:
+            self._behind.submit(batch_id, batch)
+        else:
+            self._behind.drain()  # the batches' stats in order
+            self._written(batch_id, {}, 0.0)
+
+    def _written(self, batch_id: int, written: dict[str, int], write_seconds: float) -> None:
+        rows, compute = self._computed.pop(batch_id)
+        self.stats.append(BatchStats(batch_id, rows, written, compute + write_seconds, compute))
         if self._on_batch is not None:
             self._on_batch(self.stats[-1])
+
+    def drain(self) -> None:
+        """Wait until every batch is in the tables (raise a failed write's error)."""
+        if self._behind is not None:
+            self._behind.drain()
+
+    def close(self) -> None:
+        if self._behind is not None:
+            self._behind.close()
 
 
 def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir: str | Path | None = None, *,
@@ -369,6 +390,10 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
     # The tables exist from the start, so a run with nothing to do (or a reader right after) finds them.
     make_writer("kraft-jbod:setup").ensure_tables()
+    if (checkpoint / "metadata").exists():
+        # What a stopped run staged but may not have written (pipelines.lakehouse.staging), before anything reads the
+        # tables (the halted clusters) or Spark runs the next batch.
+        flush_staged(checkpoint / STAGED_DIR, make_writer(f"kraft-jbod:{query_id(checkpoint)}"))
     sink = _Sink(make_writer, checkpoint, on_batch, halted=lambda: halted_clusters(tables))
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
@@ -401,9 +426,11 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             query.stop()
         if query.exception() is not None:
             raise job_failure(str(query.exception()), _see(jvm_log, own_session))
+        sink.drain()
     except StreamingQueryException as e:
         raise job_failure(str(e), _see(jvm_log, own_session)) from e
     finally:
+        sink.close()
         if own_session:
             session.stop()
     summary = RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started)
