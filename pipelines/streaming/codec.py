@@ -4,12 +4,13 @@ Only encoding lives here: every value is built and read back through ``jbod_mode
 ``json_codec``, stream entries through ``jbod_model.stream``), so a state value always decodes into exactly the
 object the model produced. Broker registrations travel as their RegisterBrokerRecord at the newest metadata.version
 the model writes (nothing is lost at that version); partition registrations, the hot path of a large cluster, as a
-positional JSON array.
+positional JSON array, many of them in one chunk of lines (:func:`chunk_to_text`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -68,6 +69,28 @@ def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
     return PartitionRegistration.from_fields(tuple(replicas), tuple(map(Uuid.from_string, dirs)), tuple(isr),
                                              tuple(removing), tuple(adding), tuple(elr), tuple(last_known_elr),
                                              leader, lrs, leader_epoch, partition_epoch)
+
+
+def chunk_to_text(entries: Mapping[str, str]) -> str:
+    """Opaque text values by key as one state value: key and value on lines of their own, in turn (state layout 5).
+
+    A line per key and per value lets :func:`chunk_from_text` cut a chunk apart with one ``str.split`` and no JSON
+    parse, so only the values asked for are parsed (docs/state-design.md, "eighth round"). Neither a key (a
+    ``topicId:partitionId``) nor a value (compact JSON, whose strings escape every control character) holds a line
+    break."""
+    return "\n".join(itertools.chain.from_iterable(entries.items()))
+
+
+def chunk_from_text(text: str) -> dict[str, str]:
+    """The values by key of a chunk :func:`chunk_to_text` wrote, still as text."""
+    if not text:
+        return {}
+    lines = iter(text.split("\n"))
+    try:
+        # The same iterator twice: key, value, key, value...; strict: a key without its value is a broken value.
+        return dict(zip(lines, lines, strict=True))
+    except ValueError:
+        raise InputError("a stored chunk has a key without a value: not written by chunk_to_text") from None
 
 
 def entries_to_text(entries: Sequence[LogEntry]) -> str:

@@ -66,8 +66,9 @@ DEFAULT_BUCKETS = 4
 #: of another layout — an older job, another bucket count — is refused before Spark reads its state. Layout 3: a
 #: bucket's grouping key is chosen for its state partition (``pipelines.streaming.placement``), and the file
 #: records the partition count the keys were chosen for. Layout 4: the broker → partitions index has 8 buckets
-#: per broker, not 64 (``pipelines.streaming.processor.BROKER_INDEX_BUCKETS``).
-STATE_LAYOUT_VERSION = 4
+#: per broker, not 64 (``pipelines.streaming.processor.BROKER_INDEX_BUCKETS``). Layout 5: a partitions chunk keeps
+#: each partition's text apart, as lines (``pipelines.streaming.codec.chunk_to_text``), not one JSON object.
+STATE_LAYOUT_VERSION = 5
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.

@@ -75,12 +75,14 @@ from pipelines.lakehouse.tables import ENTITIES, operator_schema
 from pipelines.streaming.codec import (
     broker_from_text,
     broker_to_text,
+    chunk_from_text,
+    chunk_to_text,
     controller_state_from_text,
     controller_state_to_text,
     entries_from_text,
     entries_to_text,
-    partition_from_json,
-    partition_to_json,
+    partition_from_text,
+    partition_to_text,
     row_to_entry,
     unpack_rows,
 )
@@ -108,7 +110,9 @@ BROKER_INDEX_BUCKETS = 8
 
 #: Chunks of a cluster bucket's ``partitions`` state: a state value holds every partition of one chunk, so a batch
 #: makes one read and at most one write per chunk it touches instead of one per partition (each call is a round trip
-#: to the JVM, ≈ 85 µs). Fixed in the checkpoint: changing it needs a new one.
+#: to the JVM, ≈ 85 µs). A chunk keeps each partition's text apart (``codec.chunk_to_text``, state layout 5): a
+#: batch parses only the partitions the model asks for and serializes only those it changed. Fixed in the
+#: checkpoint: changing it needs a new one.
 PARTITION_CHUNKS = 256
 
 
@@ -135,8 +139,9 @@ class StateStore:
         self._h = handles
         self._last_offset = -1 if meta is None or meta[0] is None else int(meta[0])
         self._features: dict[str, int] | None = None
-        # Chunks of the partitions state read so far (key text → positional JSON), and which of them are stored.
-        self._chunks: dict[int, dict[str, Any]] = {}
+        # Chunks of the partitions state read so far (key text → the partition's positional JSON, still text: parsed
+        # when the model asks for that partition, which it does once per batch), and which of them are stored.
+        self._chunks: dict[int, dict[str, str]] = {}
         self._stored_chunks: set[int] = set()
         # Topic ids parsed so far: a broker's index lists thousands of partitions of a few hundred topics.
         self._topic_ids: dict[str, Uuid] = {}
@@ -148,11 +153,11 @@ class StateStore:
             topic_id = self._topic_ids[topic] = Uuid.from_string(topic)
         return topic_id, int(pid)
 
-    def _partition_chunk(self, chunk: int) -> dict[str, Any]:
+    def _partition_chunk(self, chunk: int) -> dict[str, str]:
         found = self._chunks.get(chunk)
         if found is None:
             value = self._h["partitions"].getValue((chunk,))
-            found = {} if value is None else orjson.loads(value[0])
+            found = {} if value is None else chunk_from_text(value[0])
             if value is not None:
                 self._stored_chunks.add(chunk)
             self._chunks[chunk] = found
@@ -191,7 +196,7 @@ class StateStore:
     def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
         key = _key_text((topic_id, partition_id))
         value = self._partition_chunk(_chunk(key)).get(key)
-        return None if value is None else partition_from_json(value)
+        return None if value is None else partition_from_text(value)
 
     def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
         out: list[PartitionKey] = []
@@ -224,13 +229,14 @@ class StateStore:
             by_chunk.setdefault(_chunk(text), {})[text] = part
         for chunk, chunk_changes in by_chunk.items():
             values = self._partition_chunk(chunk)
+            # The partitions the batch left alone are written back as the text they were read as.
             for text, part in chunk_changes.items():
                 if part is None:
                     values.pop(text, None)
                 else:
-                    values[text] = partition_to_json(part)
+                    values[text] = partition_to_text(part)
             if values:
-                h["partitions"].updateValue((chunk,), (dumps(values),))
+                h["partitions"].updateValue((chunk,), (chunk_to_text(values),))
                 self._stored_chunks.add(chunk)
             elif chunk in self._stored_chunks:
                 h["partitions"].removeKey((chunk,))

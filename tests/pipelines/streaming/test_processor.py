@@ -286,6 +286,12 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
     (layout2 / "kraft-jbod-state.json").write_text('{"version": 2, "buckets": 4}')
     with pytest.raises(JbodError, match="holds state layout 2"):
         check_state_layout(layout2, 4)
+    # Layout 4 stored a partitions chunk as one JSON object; this job reads lines (codec.chunk_from_text).
+    layout4 = tmp_path / "layout4"
+    layout4.mkdir()
+    (layout4 / "kraft-jbod-state.json").write_text('{"version": 4, "buckets": 4, "partitions": 2}')
+    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 5"):
+        check_state_layout(layout4, 4)
 
 
 class _FakeHandle:
