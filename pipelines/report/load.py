@@ -224,7 +224,7 @@ class TablePartitions:
     _SCALARS = ("leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
 
     def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None, *,
-                 kept: int = 100_000) -> None:
+                 kept: int = 50_000) -> None:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
         import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -286,7 +286,7 @@ class TablePartitions:
         del versions, names, directories
         _release_arrow()
         # The registrations built lately, by row, in two generations of at most ``kept`` (see :meth:`states`):
-        # some 50 MB each at the default.
+        # some 25 MB each at the default.
         self._kept = kept
         self._built: dict[int, tuple[str, PartitionRegistration]] = {}
         self._built_before: dict[int, tuple[str, PartitionRegistration]] = {}
