@@ -18,7 +18,7 @@ import typer
 
 from jbod_model.errors import InputError
 from jbod_model.gaps import with_consequences
-from jbod_model.records.json_codec import dumps
+from jbod_model.records.json_codec import dumps_without_floats
 from jbod_model.report import DirectoryPaths, JbodReport, build_report
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry
@@ -82,8 +82,8 @@ def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | No
         _write_html(html / "index.html", render_fleet_html(rows, skipped=skipped, as_of=as_of))
         shared.console(stderr=True).print(f"wrote {html / 'index.html'} and {len(rows)} cluster pages", highlight=False)
     if as_json:
-        print(dumps({"clusters": [{"clusterId": r.cluster, "report": report_to_json(r.report)} for r in rows],
-                     "notReported": skipped}))
+        print(dumps_without_floats({"clusters": [{"clusterId": r.cluster, "report": report_to_json(r.report)}
+                                                 for r in rows], "notReported": skipped}))
         return
     for row in rows:
         shared.heading(f"cluster {row.cluster}")
@@ -181,7 +181,9 @@ def register(app: typer.Typer) -> None:
                 # The report's document is all that is left to print: at 200 k partitions the image, the history and
                 # the report are each hundreds of MB, and so are the document and its text.
                 del data, result
-                text = dumps(doc)
+                # The document holds no float (offsets, times, counts, names), for which orjson writes what json
+                # writes, several times faster: 24 MB at 20 k partitions.
+                text = dumps_without_floats(doc)
                 del doc
                 _print_text(text)
             else:

@@ -223,7 +223,8 @@ class TablePartitions:
               "last_known_elr")
     _SCALARS = ("leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
 
-    def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None) -> None:
+    def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None, *,
+                 kept: int = 50_000) -> None:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
         import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -256,6 +257,10 @@ class TablePartitions:
         # Partition i's rows are firsts[i]:firsts[i + 1].
         self._firsts = _offsets(pa.concat_arrays([heads, pa.array([n], pa.int64())]))
         self._index: dict[PartitionKey, int] = {pk: i for i, pk in enumerate(self._unique)}
+        # The same keys as ``topic-id:partition`` text, as the tables spell them: what the replicas' rows are
+        # matched with (:meth:`_read_replicas`).
+        self._key_texts = _partition_keys(versions.column("topic_id").take(heads),
+                                          versions.column("partition_id").take(heads))
         # The rows by start offset, and those that ended by end offset: what changed between two offsets.
         by_start = pc.sort_indices(starts)
         self._start_rows = _offsets(by_start)
@@ -280,12 +285,18 @@ class TablePartitions:
         self._lists = tuple(_flat(directories if c == "directories" else versions.column(c)) for c in self._LISTS)
         del versions, names, directories
         _release_arrow()
-        # The registrations the last call built (a followed partition is read at the end of one batch and at the
-        # start of the next).
+        # The registrations built lately, by row, in two generations of at most ``kept`` (see :meth:`states`):
+        # some 25 MB each at the default.
+        self._kept = kept
         self._built: dict[int, tuple[str, PartitionRegistration]] = {}
-        self._replicas: Any = None
-        self._replica_topics: list[Uuid] = []
+        self._built_before: dict[int, tuple[str, PartitionRegistration]] = {}
+        # The replicas' versions, read at the first ``hosted`` (:meth:`_read_replicas`).
+        self._replicas_read = False
         self._replica_dirs: list[Uuid] = []
+        self._replica_partitions: Any = None
+        self._replica_directories: Any = None
+        self._replica_starts: Any = None
+        self._replica_ends: Any = None
         self._broker_rows: dict[int, tuple[int, int]] = {}
 
     def states(self, keys: Iterable[PartitionKey],
@@ -293,33 +304,39 @@ class TablePartitions:
         # The row of each partition's version at ``offset``, if it existed then. Inline, not a method per key: this is
         # the tracker's innermost loop (millions of lookups at 200 k partitions).
         index, firsts, starts, ends, right = self._index, self._firsts, self._starts, self._ends, bisect.bisect_right
-        found: dict[PartitionKey, int] = {}
-        for pk in keys:
-            k = index.get(pk)
-            if k is not None:
-                lo = firsts[k]
-                i = right(starts, offset, lo, firsts[k + 1]) - 1
-                if i >= lo and ends[i] > offset:
-                    found[pk] = i
-        if not found:
-            return {}
-        # Only the registrations of the last call are kept: a batch reads its partitions as of its start, which is
-        # the previous batch's end, and keeping every version built would hold the whole history in memory.
-        built = self._built
-        cache = {i: built[i] for i in found.values() if i in built}
-        self._built = cache
+        # The registrations built are kept in two generations of at most ``kept`` each, the older
+        # dropped when the newer fills: a partition is read again soon (at the end of one batch and the start of
+        # the next, at a broker's fencing and its unfencing), while keeping every version built would hold the whole
+        # history in memory.
+        cache, older = self._built, self._built_before
         uuid_of, names, topic = self._directory_ids.__getitem__, self._topic_names, self._names
         (rv, ro), (dv, do), (iv, io), (mv, mo), (av, ao), (ev, eo), (kv, ko) = self._lists
         leader, lrs, le, pe = self._scalars
         make = PartitionRegistration.from_fields
-        for i in found.values():
-            if i not in cache:
-                j = i + 1
-                cache[i] = (names[topic[i]], make(
-                    tuple(rv[ro[i]:ro[j]]), tuple(map(uuid_of, dv[do[i]:do[j]])), tuple(iv[io[i]:io[j]]),
-                    tuple(mv[mo[i]:mo[j]]), tuple(av[ao[i]:ao[j]]), tuple(ev[eo[i]:eo[j]]), tuple(kv[ko[i]:ko[j]]),
-                    leader[i], lrs[i], le[i], pe[i]))
-        return {pk: cache[i] for pk, i in found.items()}
+        out: dict[PartitionKey, tuple[str, PartitionRegistration]] = {}
+        for pk in keys:
+            k = index.get(pk)
+            if k is None:
+                continue
+            lo = firsts[k]
+            i = right(starts, offset, lo, firsts[k + 1]) - 1
+            if i < lo or ends[i] <= offset:
+                continue
+            state = cache.get(i)
+            if state is None:
+                state = older.get(i)
+                if state is None:
+                    j = i + 1
+                    state = (names[topic[i]], make(
+                        tuple(rv[ro[i]:ro[j]]), tuple(map(uuid_of, dv[do[i]:do[j]])), tuple(iv[io[i]:io[j]]),
+                        tuple(mv[mo[i]:mo[j]]), tuple(av[ao[i]:ao[j]]), tuple(ev[eo[i]:eo[j]]),
+                        tuple(kv[ko[i]:ko[j]]), leader[i], lrs[i], le[i], pe[i]))
+                if len(cache) >= self._kept:
+                    self._built_before, older = cache, cache
+                    self._built = cache = {}
+                cache[i] = state
+            out[pk] = state
+        return out
 
     def changed(self, after: int, upto: int) -> set[PartitionKey]:
         out: set[PartitionKey] = set()
@@ -330,48 +347,59 @@ class TablePartitions:
         return out
 
     def hosted(self, broker_id: int, offset: int) -> dict[PartitionKey, Uuid]:
-        import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
-
-        rows = self._replica_rows(broker_id)
-        if rows is None:
-            return {}
-        live = pc.and_kleene(pc.less_equal(rows.column("start"), offset),
-                             pc.or_kleene(pc.is_null(rows.column("end")), pc.greater(rows.column("end"), offset)))
-        rows = rows.filter(live)
-        topics, dirs = self._replica_topics, self._replica_dirs
-        return {(topics[t], p): dirs[d] for t, p, d in zip(*(rows.column(c).to_pylist() for c in (
-            "topic_id", "partition_id", "directory")), strict=True)}
-
-    def _replica_rows(self, broker_id: int) -> Any:
-        if self._replicas is None:
-            import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
-
-            from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
-
-            bound = -1 if self._upto is None else self._upto
-            replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound, ["directory"])
-            replicas = replicas.take(pc.sort_indices(replicas, sort_keys=[("broker_id", "ascending")]))
-            # Millions of replica versions name a few hundred topics and directories: keep each as an index into
-            # their ids, parsed once.
-            replicas = replicas.combine_chunks()
-            topics, topic_ids = _encoded(replicas.column("topic_id"))
-            dirs, dir_ids = _encoded(replicas.column("directory"))
-            self._replica_topics = [Uuid.from_string(t) for t in topic_ids]
-            self._replica_dirs = [Uuid.from_string(d) for d in dir_ids]
-            replicas = replicas.set_column(replicas.schema.get_field_index("topic_id"), "topic_id", topics)
-            replicas = replicas.set_column(replicas.schema.get_field_index("directory"), "directory", dirs)
-            _release_arrow()
-            brokers = replicas.column("broker_id")
-            # Each broker's rows are one range: where the broker differs from the previous row's.
-            n = replicas.num_rows
-            if n:
-                firsts = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(
-                    brokers.slice(1), brokers.slice(0, n - 1))).to_pylist())]
-                self._broker_rows = {brokers[lo].as_py(): (lo, hi)
-                                     for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
-            self._replicas = replicas
+        self._read_replicas()
         span = self._broker_rows.get(broker_id)
-        return None if span is None else self._replicas.slice(span[0], span[1] - span[0])
+        if span is None:
+            return {}
+        lo, hi = span
+        # Numpy on the broker's slice, not Arrow compute: a call costs microseconds where Arrow's six kernels cost
+        # a few milliseconds of overhead, and the tracker asks once per broker change (hundreds of times).
+        live = (self._replica_starts[lo:hi] <= offset) & (self._replica_ends[lo:hi] > offset)
+        keys, dirs = self._unique, self._replica_dirs
+        # The partition keys are the ones already held (no new tuple per replica, per call).
+        return {keys[k]: dirs[d] for k, d in zip(self._replica_partitions[lo:hi][live].tolist(),
+                                                   self._replica_directories[lo:hi][live].tolist(), strict=True)}
+
+    def _read_replicas(self) -> None:
+        """The replicas' versions (read at the first :meth:`hosted`), sorted by broker, as numpy columns: each
+        one's partition as an index into the partitions' keys, its directory as an index into the directory ids,
+        its start and end offsets (an open end: :data:`_OPEN`)."""
+        if self._replicas_read:
+            return
+        import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+
+        bound = -1 if self._upto is None else self._upto
+        replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound, ["directory"])
+        replicas = replicas.take(pc.sort_indices(replicas, sort_keys=[("broker_id", "ascending")]))
+        replicas = replicas.combine_chunks()
+        # Millions of replica versions name a few hundred directories and the partitions held already: keep each
+        # as an index (a replica's partition has a version whenever the replica has one: the job writes both from
+        # the same records).
+        names = _partition_keys(replicas.column("topic_id"), replicas.column("partition_id"))
+        index = pc.index_in(names, value_set=self._key_texts)
+        if index.null_count:
+            raise InputError(f"replica_assignment_history names partition {names.filter(pc.is_null(index))[0]} of "
+                             f"cluster {self._cluster}, which partition_history has no version of")
+        dirs, dir_ids = _encoded(replicas.column("directory"))
+        self._replica_dirs = [Uuid.from_string(d) for d in dir_ids]
+        self._replica_partitions = index.cast(pa.int32()).to_numpy()
+        self._replica_directories = dirs.cast(pa.int32()).to_numpy()
+        self._replica_starts = pc.fill_null(replicas.column("start"), _OPEN).cast(pa.int64()).to_numpy()
+        self._replica_ends = pc.fill_null(replicas.column("end"), _OPEN).cast(pa.int64()).to_numpy()
+        brokers = replicas.column("broker_id")
+        # Each broker's rows are one range: where the broker differs from the previous row's.
+        n = replicas.num_rows
+        if n:
+            firsts = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(
+                brokers.slice(1), brokers.slice(0, n - 1))).to_pylist())]
+            self._broker_rows = {brokers[lo].as_py(): (lo, hi)
+                                 for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
+        del replicas, names, index, dirs
+        _release_arrow()
+        self._replicas_read = True
 
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         out: dict[PartitionKey, int] = {}

@@ -15,6 +15,7 @@ from cli_support import command_app
 from typer.testing import CliRunner
 
 from jbod_model.records.entry import LogEntry
+from jbod_model.records.json_codec import dumps
 from jbod_model.records.metadata import (
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
@@ -81,6 +82,8 @@ def test_json_shape(mnt: Path) -> None:
     result = runner.invoke(make_app(), ["report", str(DEMO), "--dirs", str(mnt), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
+    # Written by orjson, the text is json's own compact text (Jackson's, docs/report-json.md): no float to differ.
+    assert result.stdout.rstrip("\n") == dumps(doc)
     assert set(doc) == {"reportVersion", "asOf", "historySince", "metadataVersion", "featureLevel", "summary",
                         "brokers", "disks", "offlineReplicas", "leaderlessPartitions", "underMinIsrPartitions",
                         "pendingPlacements", "incidents", "timeline", "offlineSeries", "inventory",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from report_support import batches, register
 from test_quality_support import write_lakehouse
 
@@ -23,7 +24,8 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.report import IncidentKind, ReportHistory, ReportTracker, Resolution
 from jbod_model.uuid import Uuid
-from pipelines.report.load import load_from_tables
+from pipelines.lakehouse.tables import metadata_image
+from pipelines.report.load import TablePartitions, load_from_tables
 
 A1, A2, B1, B2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(4))
 ORDERS = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
@@ -87,3 +89,29 @@ def test_a_replica_moved_off_the_disk_in_the_failure_batch_is_dated_by_its_next_
     assert incident.directory == A1
     moved = {p.partition.partition_id: p.moved for p in incident.partitions}
     assert moved[2] is not None and moved[2].offset == 10  # dated by that record
+
+
+@pytest.mark.parametrize("kept", [1, 2, 100_000])
+def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path, kept: int) -> None:
+    """What :class:`TablePartitions` gives the sparse tracker (the states and each broker's hosted replicas) is the
+    tables' image at each offset, whether it keeps one registration built, two, or all of them: read in the order
+    the tracker reads (each offset twice over, as a batch's end and the next one's start)."""
+    failure = (60, [
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
+        PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, log_dirs=(A2,)),
+    ])
+    leaves = (400, [PartitionChangeRecord(topic_id=ORDERS, partition_id=0, replicas=(2,), isr=(2,), leader=2,
+                                          directories=(B1,))])  # broker 1's replica of orders-0 goes
+    entries = batches(*PRELUDE, failure, *RECOVERY, leaves)
+    write_lakehouse(tmp_path, "c", entries, batch_size=3)
+    last = entries[-1].offset
+    partitions = TablePartitions(tmp_path, "c", last, None, kept=kept)
+    keys = [(ORDERS, p) for p in range(3)]
+    for offset in [n for n in range(last + 1) for _ in range(2)]:
+        image = metadata_image(tmp_path, "c", offset)
+        want = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
+        assert partitions.states(keys, offset) == want
+        for broker in (1, 2):
+            assert partitions.hosted(broker, offset) == {
+                pk: part.directory(broker) for pk, (_, part) in want.items() if broker in part.replicas}
