@@ -5,6 +5,7 @@ Also checks that the operator's per-batch state traffic does not grow with the c
 from __future__ import annotations
 
 import dataclasses
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -383,3 +384,36 @@ def test_the_run_summary_reads_what_the_image_from_the_tables_holds(tmp_path: Pa
     assert summary.leaderless == [(names.get(p["topicId"], p["topicId"]), p["partitionId"])
                                   for p in image["partitions"] if p["leader"] == -1]
     assert summary.partitions > 0 and summary.replicas > 0
+
+
+
+def test_a_bucket_replays_with_the_cyclic_collector_paused_and_restores_it_even_on_error() -> None:
+    """``replay_bucket`` runs without the cyclic GC (its passes grew with the batch's live objects) and leaves it as
+    it found it: on after a batch and after a failing call, off if the caller had turned it off."""
+    seen: list[bool] = []
+
+    class Watching(FakeValueState):
+        def exists(self) -> bool:
+            seen.append(gc.isenabled())
+            return super().exists()
+
+    entries = churn_log(ChurnSpec(seed=5, operations=10))[:30]
+    assert gc.isenabled()
+    replay_bucket("c", _frame(entries), Watching(), {n: FakeMapState() for n in MAP_STATES})  # type: ignore[arg-type]
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+    @processor.cyclic_gc_paused()
+    def failing() -> None:
+        seen.append(gc.isenabled())
+        raise RuntimeError("a replay fault")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    assert seen[-1] is False and gc.isenabled()
+    gc.disable()
+    try:
+        replay_bucket("c", _frame(entries), Watching(), {n: FakeMapState() for n in MAP_STATES})  # type: ignore[arg-type]
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
