@@ -290,8 +290,7 @@ class TablePartitions:
         self._kept = kept
         self._built: dict[int, tuple[str, PartitionRegistration]] = {}
         self._built_before: dict[int, tuple[str, PartitionRegistration]] = {}
-        # The replicas' versions, read at the first ``hosted`` (:meth:`_read_replicas`).
-        self._replicas_read = False
+        # The replicas' versions, read at the first ``hosted`` (:meth:`_read_replicas`; None until then).
         self._replica_dirs: list[Uuid] = []
         self._replica_partitions: Any = None
         self._replica_directories: Any = None
@@ -364,7 +363,7 @@ class TablePartitions:
         """The replicas' versions (read at the first :meth:`hosted`), sorted by broker, as numpy columns: each
         one's partition as an index into the partitions' keys, its directory as an index into the directory ids,
         its start and end offsets (an open end: :data:`_OPEN`)."""
-        if self._replicas_read:
+        if self._replica_partitions is not None:
             return
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
         import pyarrow.compute as pc  # noqa: PLC0415
@@ -399,7 +398,6 @@ class TablePartitions:
                                  for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
         del replicas, names, index, dirs
         _release_arrow()
-        self._replicas_read = True
 
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         out: dict[PartitionKey, int] = {}
