@@ -193,8 +193,9 @@ class ImageReader(Protocol):
 
     def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None: ...
 
-    def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
-        """The partitions with a replica on ``broker_id`` (any order)."""
+    def partitions_on_broker(self, broker_id: int) -> Mapping[PartitionKey, Uuid]:
+        """The partitions with a replica on ``broker_id`` (any order), each with that replica's directory
+        (:func:`replica_directories`)."""
 
     def config(self, resource: ConfigKey) -> Mapping[str, str] | None: ...
 
@@ -205,8 +206,9 @@ class ImageReader(Protocol):
 class ImageWrites:
     """The net writes of a batch of steps: every key whose stored value changed (None = delete).
 
-    ``broker_partitions`` is the index delta: broker → partition key → True (a replica is now on the broker) or
-    False (no longer). ``last_offset`` is the provenance after the batch.
+    ``broker_partitions`` is the index delta: broker → partition key → the directory of the broker's replica (it is
+    new on the broker, or in another directory) or None (no longer on the broker). ``last_offset`` is the
+    provenance after the batch.
     """
 
     last_offset: int
@@ -215,7 +217,7 @@ class ImageWrites:
     topics: dict[Uuid, StoredTopic | None] = field(default_factory=dict)
     topic_names: dict[str, Uuid | None] = field(default_factory=dict)
     partitions: dict[PartitionKey, PartitionRegistration | None] = field(default_factory=dict)
-    broker_partitions: dict[int, dict[PartitionKey, bool]] = field(default_factory=dict)
+    broker_partitions: dict[int, dict[PartitionKey, Uuid | None]] = field(default_factory=dict)
     configs: dict[ConfigKey, Mapping[str, str] | None] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
@@ -348,6 +350,9 @@ _ABSENT: Final = object()
 #: What a broker's registration change does to its replicas in one directory: the offline reason before and after
 #: (None: online) and the directory's state.
 _Effect = tuple[OfflineReason | None, OfflineReason | None, DirectoryState]
+#: The replicas a broker's registration change reaches in one of its directories
+#: (:meth:`IncrementalReplayer._broker_replica_effects`): broker id, directory, effect, partitions.
+_BrokerReach = tuple[int, Uuid, _Effect, list[PartitionKey]]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -492,7 +497,7 @@ class IncrementalReplayer:
         self._partitions: dict[PartitionKey, PartitionRegistration | None] = {}
         self._topics: dict[Uuid, StoredTopic | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
-        self._broker_index: dict[int, frozenset[PartitionKey]] = {}
+        self._broker_index: dict[int, Mapping[PartitionKey, Uuid]] = {}
         self._writes = ImageWrites(last_offset=reader.last_offset())
         # Partition-id sets of topics touched in this batch (copied from the store once, then kept current).
         self._topic_id_sets: dict[Uuid, RangeSet] = {}
@@ -545,18 +550,21 @@ class IncrementalReplayer:
             self._topic_id_sets[topic_id] = ids
         return ids
 
-    def partitions_on_broker(self, broker_id: int) -> set[PartitionKey]:
-        """The partitions hosting a replica on ``broker_id``, pending writes included."""
+    def partitions_on_broker(self, broker_id: int) -> Mapping[PartitionKey, Uuid]:
+        """The partitions hosting a replica on ``broker_id``, each with that replica's directory, pending writes
+        included (:meth:`ImageReader.partitions_on_broker`)."""
         stored = self._broker_index.get(broker_id)
         if stored is None:
-            stored = frozenset(self._reader.partitions_on_broker(broker_id))
-            self._broker_index[broker_id] = stored
-        out = set(stored)
-        for key, present in self._writes.broker_partitions.get(broker_id, {}).items():
-            if present:
-                out.add(key)
+            stored = self._broker_index[broker_id] = self._reader.partitions_on_broker(broker_id)
+        changes = self._writes.broker_partitions.get(broker_id)
+        if not changes:
+            return stored
+        out = dict(stored)
+        for key, directory in changes.items():
+            if directory is None:
+                out.pop(key, None)
             else:
-                out.discard(key)
+                out[key] = directory
         return out
 
     @property
@@ -653,8 +661,9 @@ class IncrementalReplayer:
             return None
         key = (topic_id, partition_id)
         replicas: tuple[ReplicaChange, ...] = ()
-        same_replicas = old is not None and new.replicas == old.replicas
-        if not same_replicas or new.directories != old.directories:  # type: ignore[union-attr]
+        # Whether a replica came, went or changed directory: an ISR or leader change (most of them) moves none.
+        moved = old is None or new.replicas != old.replicas or new.directories != old.directories
+        if moved:
             replicas = self._partition_replica_changes(name, key, old, new)
         w.last_offset = offset
         # Every PartitionChangeRecord bumps the partition epoch: the epochs tell most registrations apart cheaply.
@@ -664,13 +673,8 @@ class IncrementalReplayer:
         if old is None:
             # An existing partition's id is in its topic's id set already (added when it was created).
             self._topic_ids(topic_id).add(partition_id)
-        if not same_replicas:
-            old_brokers = set(old.replicas) if old is not None else set()
-            new_brokers = set(new.replicas)
-            for b in old_brokers - new_brokers:
-                w.broker_partitions.setdefault(b, {})[key] = False
-            for b in new_brokers - old_brokers:
-                w.broker_partitions.setdefault(b, {})[key] = True
+        if moved:
+            _index_writes(w, key, old, new)
         return _new_step(offset, entry.timestamp, (entry,), (), (), (), (),
                          (_new_partition_change(topic_id, partition_id, name, old, new),), replicas, False, ())
 
@@ -687,8 +691,7 @@ class IncrementalReplayer:
         that came, went or moved directory get their states built and compared."""
         topic_id, partition_id = key
         # By broker, the last replica of a broker winning (as the comparison of views keyed by broker keeps it).
-        olds = {} if old is None else dict(zip(old.replicas, old.directories, strict=True))
-        news = dict(zip(new.replicas, new.directories, strict=True))
+        olds, news = replica_directories(old), replica_directories(new)
         out = []
         for broker_id in sorted(olds.keys() | news.keys()):
             old_dir, new_dir = olds.get(broker_id), news.get(broker_id)
@@ -752,24 +755,13 @@ class IncrementalReplayer:
         # its directory and its broker's registration (``replicas.registration_offline_reason``): those replicas
         # are compared alone (``via_brokers``), not the whole partition before and after. A broker going fenced
         # reaches a 1/brokers share of the cluster's partitions.
-        via_brokers: dict[PartitionKey, list[Change[int, BrokerRegistration]]] = {}
-        relevant = [change for change in brokers if _offline_relevant(change.old, change.new)]
-        if len(relevant) == 1:
-            # Nearly always one broker (a fencing, a restart, a failed disk): its thousands of partitions share
-            # one list of changes, built in C instead of a list and an append per partition.
-            via_brokers = dict.fromkeys([key for key in self.partitions_on_broker(relevant[0].key)
-                                         if key not in partition_keys], relevant)
-        else:
-            for change in relevant:
-                # Set order is deterministic here (keys hash by their integers), and row order within a step
-                # carries no meaning: no sort needed.
-                for key in self.partitions_on_broker(change.key):
-                    if key not in partition_keys:
-                        via_brokers.setdefault(key, []).append(change)
+        via_brokers = [group for change in brokers if _offline_relevant(change.old, change.new)
+                       for group in self._broker_replica_effects(change, partition_keys)]
         old_parts = {key: before.topics.get_partition(*key) for key in partition_keys}
         old_replicas = {key: [] if part is None else list(partition_replicas(before.cluster, key[0], key[1], part))
                         for key, part in old_parts.items()}
-        for topic_id in (*{key[0]: None for key in partition_keys}, *{key[0]: None for key in via_brokers}):
+        for topic_id in (*{key[0]: None for key in partition_keys},
+                         *{key[0]: None for _, _, _, keys in via_brokers for key in keys}):
             if topic_id not in names_before:
                 names_before[topic_id] = self._topic_name(topic_id)
 
@@ -818,12 +810,7 @@ class IncrementalReplayer:
             w.partitions[key] = new_part
             part_topic = name_after(topic_id) if new_part is not None else names_before[topic_id]
             partitions.append(PartitionChange(topic_id, pid, part_topic or "", old_part, new_part))
-            old_brokers = set(old_part.replicas) if old_part is not None else set()
-            new_brokers = set(new_part.replicas) if new_part is not None else set()
-            for b in old_brokers - new_brokers:
-                w.broker_partitions.setdefault(b, {})[key] = False
-            for b in new_brokers - old_brokers:
-                w.broker_partitions.setdefault(b, {})[key] = True
+            _index_writes(w, key, old_part, new_part)
         for resource, pending in ch.configs.items():
             # DeltaChanges.configs holds each resource's whole pending map (None values delete a key).
             live = {} if pending is None else {k: v for k, v in pending.items() if v is not None}
@@ -852,79 +839,87 @@ class IncrementalReplayer:
                     replica_groups=groups)
 
 
-    def _replicas_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
+    def _replicas_via_brokers(self, via_brokers: Sequence[_BrokerReach],
                               name_after: Callable[[Uuid], str | None]) -> list[ReplicaChange]:
         """The replica rows that changed on partitions reached only through brokers whose registration changed
-        (see :meth:`_apply`): each such replica's state under the broker's old and new registration. The same
-        rows, in the same order, as comparing the partitions' whole replica views before and after."""
+        (see :meth:`_apply`, :meth:`_broker_replica_effects`): each such replica's state under the broker's old and
+        new registration. The same rows as comparing the partitions' whole replica views before and after (row
+        order within a step carries no meaning)."""
         out: list[ReplicaChange] = []
-        for key, broker_id, directory, name, effect in self._broker_replica_effects(via_brokers, name_after):
-            old_reason, new_reason, state = effect
-            topic_id, pid = key
-            out.append(_new_replica_change(
-                name, new_replica_state(topic_id, pid, broker_id, directory, state, old_reason is not None,
-                                        old_reason),
-                new_replica_state(topic_id, pid, broker_id, directory, state, new_reason is not None, new_reason)))
+        names = _topic_names(via_brokers, name_after)
+        for broker_id, directory, (old_reason, new_reason, state), keys in via_brokers:
+            for topic_id, pid in keys:
+                out.append(_new_replica_change(
+                    names[topic_id],
+                    new_replica_state(topic_id, pid, broker_id, directory, state, old_reason is not None, old_reason),
+                    new_replica_state(topic_id, pid, broker_id, directory, state, new_reason is not None, new_reason)))
         return out
 
-    def _replica_groups_via_brokers(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
+    def _replica_groups_via_brokers(self, via_brokers: Sequence[_BrokerReach],
                                     name_after: Callable[[Uuid], str | None]) -> tuple[ReplicaGroup, ...]:
         """:meth:`_replicas_via_brokers`'s rows as :class:`ReplicaGroup`\\ s, one per (broker, directory) whose
-        replicas changed, in the order of each group's first row; each group's rows in their order."""
-        groups: dict[tuple[int, Uuid], tuple[_Effect, list[PartitionKey], list[str]]] = {}
-        for key, broker_id, directory, name, effect in self._broker_replica_effects(via_brokers, name_after):
-            group = groups.get((broker_id, directory))
-            if group is None:
-                group = groups[(broker_id, directory)] = (effect, [], [])
-            group[1].append(key)
-            group[2].append(name)
-        return tuple(ReplicaGroup(broker_id, directory, effect[2], effect[0], effect[1], tuple(keys), tuple(names))
-                     for (broker_id, directory), (effect, keys, names) in groups.items())
+        replicas changed."""
+        names = _topic_names(via_brokers, name_after)
+        return tuple(ReplicaGroup(broker_id, directory, effect[2], effect[0], effect[1], tuple(keys),
+                                  tuple([names[key[0]] for key in keys]))
+                     for broker_id, directory, effect, keys in via_brokers)
 
-    def _broker_replica_effects(self, via_brokers: Mapping[PartitionKey, list[Change[int, BrokerRegistration]]],
-                                name_after: Callable[[Uuid], str | None],
-                                ) -> Iterator[tuple[PartitionKey, int, Uuid, str, _Effect]]:
-        """Each replica of :meth:`_replicas_via_brokers` whose state changed, in its order: ``(partition, broker id,
-        directory, topic name, (reason before, reason after, directory state))``."""
-        # A broker's replicas share a handful of directories: what a registration change does to a replica is
-        # decided once per (broker, directory) — None when it changes nothing —, and a topic's name once per
-        # topic. A fenced broker reaches thousands of partitions.
-        effects: dict[tuple[int, Uuid], _Effect | None] = {}
-        names: dict[Uuid, str] = {}
-        # The partition reads of :meth:`_partition`, inlined: this loop runs once per replica on the brokers.
-        pending, cached, read = self._writes.partitions, self._partitions, self._reader.partition
-        for key, changes in via_brokers.items():
-            part = pending.get(key, _ABSENT)
-            if part is _ABSENT:
-                part = cached.get(key, _ABSENT)
-                if part is _ABSENT:
-                    part = cached[key] = read(*key)
-            if part is None:
-                continue
-            part = cast("PartitionRegistration", part)
-            topic_id = key[0]
-            replicas = part.replicas
-            for change in sorted(changes, key=_change_key) if len(changes) > 1 else changes:
-                broker_id = change.key
-                if broker_id not in replicas:
-                    continue
-                # The last of the broker's replicas, as a replica view keyed by broker keeps it.
-                at = replicas.index(broker_id) if replicas.count(broker_id) == 1 \
-                    else len(replicas) - 1 - replicas[::-1].index(broker_id)
-                directory = part.directories[at]
-                effect_key = (broker_id, directory)
-                effect = effects.get(effect_key, _ABSENT)
-                if effect is _ABSENT:
-                    before = registration_offline_reason(change.old, directory)
-                    after = registration_offline_reason(change.new, directory)
-                    effect = effects[effect_key] = None if before == after \
-                        else (before, after, DirectoryState.of(directory))
-                if effect is None:
-                    continue
-                name = names.get(topic_id)
-                if name is None:
-                    name = names[topic_id] = name_after(topic_id) or ""
-                yield key, broker_id, directory, name, cast("_Effect", effect)
+    def _broker_replica_effects(self, change: Change[int, BrokerRegistration],
+                                skip: Mapping[PartitionKey, None]) -> list[_BrokerReach]:
+        """What a broker's registration change does to its replicas outside the partitions in ``skip`` (those the
+        step changed, compared whole): per directory of the broker's replicas whose state it changes, ``(broker id,
+        directory, (reason before, reason after, directory state), the partitions)``.
+
+        A replica's state reads only its directory and its broker's registration
+        (``replicas.registration_offline_reason``), so it is decided once per (broker, directory), from the brokers'
+        index alone: no partition is read. A fenced broker reaches thousands of partitions in a handful of
+        directories."""
+        hosted = self.partitions_on_broker(change.key)
+        effects: dict[Uuid, _Effect] = {}
+        for directory in dict.fromkeys(hosted.values()):
+            before = registration_offline_reason(change.old, directory)
+            after = registration_offline_reason(change.new, directory)
+            if before != after:
+                effects[directory] = (before, after, DirectoryState.of(directory))
+        if not effects:
+            return []
+        if len(effects) == 1:
+            [(only, _)] = effects.items()
+            groups = {only: [key for key, directory in hosted.items() if directory == only and key not in skip]}
+        else:
+            groups = {directory: [] for directory in effects}
+            for key, directory in hosted.items():
+                keys = groups.get(directory)
+                if keys is not None and key not in skip:
+                    keys.append(key)
+        return [(change.key, directory, effects[directory], keys) for directory, keys in groups.items() if keys]
+
+
+def _topic_names(via_brokers: Sequence[_BrokerReach], name_after: Callable[[Uuid], str | None]) -> dict[Uuid, str]:
+    """The topic name (after the step) of each partition the brokers reach, by topic id."""
+    return {topic_id: name_after(topic_id) or ""
+            for topic_id in {key[0]: None for _, _, _, keys in via_brokers for key in keys}}
+
+
+def replica_directories(part: PartitionRegistration | None) -> dict[int, Uuid]:
+    """Each replica's broker id → its directory (``PartitionRegistration.directories``): what the brokers' index
+    (:meth:`ImageReader.partitions_on_broker`) holds of a partition. For a broker listed twice (the model replays
+    such a registration as Kafka stores it), the last one's directory, as a replica view keyed by broker keeps it."""
+    return {} if part is None else dict(zip(part.replicas, part.directories, strict=True))
+
+
+def _index_writes(w: ImageWrites, key: PartitionKey, old: PartitionRegistration | None,
+                  new: PartitionRegistration | None) -> None:
+    """The brokers' index entries a partition's change from ``old`` to ``new`` moves: a broker that left, one that
+    came, one whose replica changed directory."""
+    before, after = replica_directories(old), replica_directories(new)
+    if before == after:
+        return
+    for broker_id in before.keys() - after.keys():
+        w.broker_partitions.setdefault(broker_id, {})[key] = None
+    for broker_id, directory in after.items():
+        if before.get(broker_id) != directory:
+            w.broker_partitions.setdefault(broker_id, {})[key] = directory
 
 
 def _replica_changes(name: str, olds: Sequence[ReplicaState],
@@ -942,10 +937,6 @@ def _replica_changes(name: str, olds: Sequence[ReplicaState],
         if o != n:
             out.append(ReplicaChange(name, o, n))
     return tuple(out)
-
-
-def _change_key(change: Change[int, BrokerRegistration]) -> int:
-    return change.key
 
 
 def _offline_relevant(old: BrokerRegistration | None, new: BrokerRegistration | None) -> bool:
@@ -978,7 +969,7 @@ class DictImageStore:
         self.topics: dict[Uuid, StoredTopic] = {}
         self.topic_names: dict[str, Uuid] = {}
         self.partitions: dict[PartitionKey, PartitionRegistration] = {}
-        self.broker_partitions: dict[int, set[PartitionKey]] = {}
+        self.broker_partitions: dict[int, dict[PartitionKey, Uuid]] = {}
         self.configs: dict[ConfigKey, Mapping[str, str]] = {}
         #: Every key read, by kind: tests use it to check that a batch reads only what it touches.
         self.reads: dict[str, int] = {}
@@ -1014,9 +1005,9 @@ class DictImageStore:
         self._count("partition")
         return self.partitions.get((topic_id, partition_id))
 
-    def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
+    def partitions_on_broker(self, broker_id: int) -> Mapping[PartitionKey, Uuid]:
         self._count("broker_partitions")
-        return list(self.broker_partitions.get(broker_id, ()))
+        return dict(self.broker_partitions.get(broker_id, {}))
 
     def config(self, resource: ConfigKey) -> Mapping[str, str] | None:
         return self.configs.get(resource)
@@ -1034,12 +1025,12 @@ class DictImageStore:
         _put_all(self.partitions, writes.partitions)
         _put_all(self.configs, writes.configs)
         for broker_id, keys in writes.broker_partitions.items():
-            hosted = self.broker_partitions.setdefault(broker_id, set())
-            for key, present in keys.items():
-                if present:
-                    hosted.add(key)
+            hosted = self.broker_partitions.setdefault(broker_id, {})
+            for key, directory in keys.items():
+                if directory is None:
+                    hosted.pop(key, None)
                 else:
-                    hosted.discard(key)
+                    hosted[key] = directory
             if not hosted:
                 del self.broker_partitions[broker_id]
 

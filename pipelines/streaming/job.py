@@ -68,7 +68,9 @@ DEFAULT_BUCKETS = 4
 #: records the partition count the keys were chosen for. Layout 4: the broker → partitions index has 8 buckets
 #: per broker, not 64 (``pipelines.streaming.processor.BROKER_INDEX_BUCKETS``). Layout 5: a partitions chunk keeps
 #: each partition's text apart, as lines (``pipelines.streaming.codec.chunk_to_text``), not one JSON object.
-STATE_LAYOUT_VERSION = 5
+#: Layout 6: the broker → partitions index keeps each replica's directory (the keys grouped by directory), so a
+#: broker's registration change reaches its replicas without reading their partitions.
+STATE_LAYOUT_VERSION = 6
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.

@@ -13,7 +13,8 @@ state variable    key → value                                why
 ``topics``        topic id → name, partition-id ranges       a topic's partition list without a scan
 ``topic_names``   name → topic id                            name uniqueness checks
 ``partitions``    (topic id, partition id) → registration    the bulk: read and written key by key
-``broker_parts``  (broker id, bucket) → partition keys       which replicas a fenced broker or failed disk hits
+``broker_parts``  (broker id, bucket) → partition keys by    which replicas a fenced broker or failed disk hits,
+                  directory                                  and in which directory
 ``configs``       (resource type, name) → key/values         dropped with their topic; the controller reads them
 ================  =========================================  ================================================
 
@@ -118,8 +119,8 @@ BROKER_INDEX_BUCKETS = 8
 PARTITION_CHUNKS = 256
 
 
-def _bucket(key: PartitionKey) -> int:
-    return zlib.crc32(_key_text(key).encode()) % BROKER_INDEX_BUCKETS
+def _bucket(key_text: str) -> int:
+    return zlib.crc32(key_text.encode()) % BROKER_INDEX_BUCKETS
 
 
 def _chunk(key_text: str) -> int:
@@ -145,15 +146,19 @@ class StateStore:
         # when the model asks for that partition, which it does once per batch), and which of them are stored.
         self._chunks: dict[int, dict[str, str]] = {}
         self._stored_chunks: set[int] = set()
-        # Topic ids parsed so far: a broker's index lists thousands of partitions of a few hundred topics.
-        self._topic_ids: dict[str, Uuid] = {}
+        # Topic and directory ids parsed so far: a broker's index lists thousands of partitions of a few hundred
+        # topics in a handful of directories.
+        self._ids: dict[str, Uuid] = {}
+
+    def _id(self, text: str) -> Uuid:
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = Uuid.from_string(text)
+        return found
 
     def _key_from_text(self, text: str) -> PartitionKey:
         topic, _, pid = text.rpartition(":")
-        topic_id = self._topic_ids.get(topic)
-        if topic_id is None:
-            topic_id = self._topic_ids[topic] = Uuid.from_string(topic)
-        return topic_id, int(pid)
+        return self._id(topic), int(pid)
 
     def _partition_chunk(self, chunk: int) -> dict[str, str]:
         found = self._chunks.get(chunk)
@@ -200,12 +205,13 @@ class StateStore:
         value = self._partition_chunk(_chunk(key)).get(key)
         return None if value is None else partition_from_text(value)
 
-    def partitions_on_broker(self, broker_id: int) -> Iterable[PartitionKey]:
-        out: list[PartitionKey] = []
+    def partitions_on_broker(self, broker_id: int) -> Mapping[PartitionKey, Uuid]:
+        out: dict[PartitionKey, Uuid] = {}
         for bucket in range(BROKER_INDEX_BUCKETS):
             value = self._h["broker_parts"].getValue((broker_id, bucket))
             if value is not None:
-                out.extend(map(self._key_from_text, orjson.loads(value[0])))
+                for directory, keys in orjson.loads(value[0]).items():
+                    out.update(dict.fromkeys(map(self._key_from_text, keys), self._id(directory)))
         return out
 
     def config(self, resource: tuple[int, str]) -> Mapping[str, str] | None:
@@ -247,21 +253,36 @@ class StateStore:
         _put(h["configs"], {(int(k[0]), str(k[1])): None if v is None else (dumps(dict(v)),)
                             for k, v in w.configs.items()})
         for broker_id, changes in w.broker_partitions.items():
-            by_bucket: dict[int, dict[PartitionKey, bool]] = {}
-            for key, present in changes.items():
-                by_bucket.setdefault(_bucket(key), {})[key] = present
+            by_bucket: dict[int, dict[str, str | None]] = {}
+            for key, directory in changes.items():
+                text = _key_text(key)
+                by_bucket.setdefault(_bucket(text), {})[text] = None if directory is None else str(directory)
             for bucket, bucket_changes in by_bucket.items():
                 current = h["broker_parts"].getValue((broker_id, bucket))
-                keys = set(orjson.loads(current[0])) if current is not None else set()
-                for key, present in bucket_changes.items():
-                    if present:
-                        keys.add(_key_text(key))
+                placed = {} if current is None else _placements_from_text(current[0])
+                for text, place in bucket_changes.items():
+                    if place is None:
+                        placed.pop(text, None)
                     else:
-                        keys.discard(_key_text(key))
-                if keys:
-                    h["broker_parts"].updateValue((broker_id, bucket), (dumps(sorted(keys)),))
+                        placed[text] = place
+                if placed:
+                    h["broker_parts"].updateValue((broker_id, bucket), (_placements_to_text(placed),))
                 elif current is not None:
                     h["broker_parts"].removeKey((broker_id, bucket))
+
+
+def _placements_from_text(text: str) -> dict[str, str]:
+    """A ``broker_parts`` value (a JSON object: directory id → the partition keys' texts in it) as key text →
+    directory text."""
+    return {key: directory for directory, keys in orjson.loads(text).items() for key in keys}
+
+
+def _placements_to_text(placed: Mapping[str, str]) -> str:
+    """:func:`_placements_from_text`'s inverse, keys and directories sorted (the same index, the same text)."""
+    by_directory: dict[str, list[str]] = {}
+    for key in sorted(placed):
+        by_directory.setdefault(placed[key], []).append(key)
+    return dumps(dict(sorted(by_directory.items())))
 
 
 def _put(state: MapState, values: Mapping[tuple[Any, ...], tuple[Any, ...] | None]) -> None:

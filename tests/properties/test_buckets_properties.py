@@ -74,10 +74,10 @@ def _assert_bucket_images(stores: list[DictImageStore], image: MetadataImage) ->
         assert {(t.id, pid): p for t, pid, p in mine.topics.partitions()} == {
             (t.id, pid): p for t, pid, p in image.topics.partitions()
             if partition_bucket(t.id, pid, buckets) == bucket}
-        index: dict[int, set[Any]] = {}
+        index: dict[int, dict[Any, Any]] = {}
         for (tid, pid), part in store.partitions.items():
-            for b in part.replicas:
-                index.setdefault(b, set()).add((tid, pid))
+            for b, d in zip(part.replicas, part.directories, strict=True):  # the last of a broker listed twice
+                index.setdefault(b, {})[(tid, pid)] = d
         assert index == store.broker_partitions
 
 

@@ -130,6 +130,22 @@ class TestRowChanges:
         assert moved[2].new is None and moved[1].old is None
         assert moved[1].new is not None and moved[1].new.offline_reason is OfflineReason.DIRECTORY_LOST
         assert (T1, 1) in store.broker_partitions[1] and (T1, 1) not in store.broker_partitions[2]
+        assert store.broker_partitions[1][(T1, 1)] == LOST and store.broker_partitions[3][(T1, 1)] == D3
+
+    def test_a_replica_moved_to_another_directory_is_reached_there_from_the_index_alone(self) -> None:
+        store, n = loaded()
+        # Broker 1's replica of foo-0 moves from D1 to D1B (an AssignReplicasToDirs, as the controller writes it).
+        [move] = run(store, [pcr(pid=0, directories=(D1B, D2))], n)
+        assert [(r.key, r.old.directory if r.old else None, r.new.directory if r.new else None)
+                for r in move.replicas] == [((T1, 0, 1), D1, D1B)]
+        assert store.broker_partitions[1] == {(T1, 0): D1B} and store.broker_partitions[2][(T1, 0)] == D2
+        store.reads.clear()
+        # D1B fails (broker 1 re-registers with D1 alone): the replica in D1B goes offline, read from the index.
+        [failure] = run(store, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=epoch_of(1),
+                                                               log_dirs=(D1,))], n + 1)
+        assert [(r.key, r.new.offline_reason if r.new else None) for r in failure.replicas] == \
+            [((T1, 0, 1), OfflineReason.DIRECTORY_OFFLINE)]
+        assert store.reads.get("partition", 0) == 0 and store.reads.get("broker_partitions", 0) == 1
 
     def test_a_config_is_stored_and_dropped_with_its_topic(self) -> None:
         store, n = loaded()
@@ -241,7 +257,7 @@ class TestSnapshotOverAnImage:
             {(T1, 1, False, True), (T2, 0, False, True), (T3, 0, True, False)}
         assert {(r.key, r.new is None) for r in step.replicas} == \
             {((T1, 1, 2), True), ((T1, 1, 3), True), ((T2, 0, 3), True), ((T3, 0, 1), False)}
-        assert store.broker_partitions == {1: {(T1, 0), (T3, 0)}, 2: {(T1, 0)}}
+        assert store.broker_partitions == {1: {(T1, 0): D1, (T3, 0): D1}, 2: {(T1, 0): D2}}
         # The plain replay agrees, from the same old image.
         replayer_image = Replayer(before)
         replayer_image.load_snapshot(entries(list(SNAPSHOT)), end_offset=n + 50)
