@@ -6,7 +6,8 @@ source's own ``entry_to_row``/``fan_out``, split over the replay buckets, cut in
 in-memory stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, which also counts the state calls, each
 a round trip to the JVM in Spark), and prints its CPU seconds beside the pure model's replay of the same records and
 beside the model's part of the operator run alone (``model_cpu_seconds``: each bucket's entries replayed by
-``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, each step through ``owned_step`` —
+``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, each step through
+``owned_routed_step`` —
 what the operator asks of ``jbod_model``, without the state store's reads and the sink's rows), and apart, the CPU
 of the output's way to the table writes (``output_packets_cpu_seconds``: the operator's typed tables and Arrow IPC
 packets; ``driver_plan_cpu_seconds``: the driver's ``unpack_output``, ``settle_batch`` and ``plan_batch``, no Delta
@@ -35,7 +36,7 @@ import orjson
 import pyarrow as pa
 from clusters import benchmark_cluster  # beside this script (run as a script, like every benchmark)
 
-from jbod_model.buckets import owned_step, split_entries
+from jbod_model.buckets import owned_routed_step, split_entries
 from jbod_model.changes import DictImageStore, IncrementalReplayer
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
@@ -91,7 +92,7 @@ def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, An
             for entry in split[bucket]:
                 step = replayer.replay(entry)
                 if step is not None:
-                    owned_step(step, bucket, buckets)
+                    owned_routed_step(step, bucket, buckets)
                     steps += 1
             store.apply(replayer.writes())
             pending = replayer.pending_transaction()

@@ -52,7 +52,7 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
-from jbod_model.buckets import check_buckets, cluster_halt, owned_step, past_halt
+from jbod_model.buckets import check_buckets, cluster_halt, owned_routed_step, past_halt
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -414,8 +414,9 @@ class RowSink:
 
     def step(self, step: Step) -> None:
         """Bronze rows for the step's records, then one event per changed key: of the rows this bucket owns
-        (``jbod_model.buckets.owned_step``)."""
-        step = owned_step(step, self.bucket, self.buckets)
+        (``jbod_model.buckets.owned_routed_step``: the source routes each bucket its entries, and the bucket's state
+        holds its partitions alone)."""
+        step = owned_routed_step(step, self.bucket, self.buckets)
         for i, entry in enumerate(step.entries):
             if step.snapshot:
                 self.record(entry, step.offset, step.offset, snapshot_index=self.snapshot_index.get(entry.offset, i),
@@ -515,7 +516,7 @@ class RowSink:
         """A ``log_gaps`` row: the offsets the stream never read because Kafka deleted them first, and the snapshot
         whose load (``step``) stood in for them. Each bucket counts the rows it owns; :func:`settle_batch` sums a
         cluster's partial rows into one."""
-        step = owned_step(step, self.bucket, self.buckets)
+        step = owned_routed_step(step, self.bucket, self.buckets)
         source = step.entries[0].source if step.entries else None
         changed = (len(step.features) + len(step.brokers) + len(step.topics) + len(step.partitions)
                    + len(step.replicas) + sum(len(g.partitions) for g in step.replica_groups))

@@ -27,6 +27,7 @@ from test_replay_properties import SETTINGS, valid_streams
 
 from jbod_model.buckets import (
     SHARED_OWNER,
+    owned_routed_step,
     owned_step,
     partition_bucket,
     record_buckets,
@@ -105,7 +106,10 @@ def test_buckets_together_replay_as_one_replayer_at_every_split(data: st.DataObj
             steps, pendings[bucket] = replay_incrementally(stores[bucket], part, pendings[bucket],
                                                            group_replicas=grouped)
             for step in steps:
-                got.setdefault(step.offset, []).append(owned_step(step, bucket, buckets))
+                owned = owned_step(step, bucket, buckets)
+                # The operator's second implementation, for a replayer fed its bucket's entries: the same step.
+                assert owned_routed_step(step, bucket, buckets) == owned
+                got.setdefault(step.offset, []).append(owned)
         assert sorted(got) == [s.offset for s in want]
         for step in want:
             assert _union(got[step.offset]) == _signature(step), f"step at offset {step.offset}"
@@ -142,7 +146,9 @@ def test_a_snapshot_loaded_over_buckets_changes_what_it_changes_over_one_store(d
                                                      split_entries(snapshot, buckets), strict=True)):
         _, pending = replay_incrementally(store, part, group_replicas=True)
         replayer = IncrementalReplayer(store, pending, group_replicas=True)
-        got.append(owned_step(replayer.load_snapshot(snap, end), bucket, buckets))
+        step = replayer.load_snapshot(snap, end)
+        got.append(owned_step(step, bucket, buckets))
+        assert owned_routed_step(step, bucket, buckets) == got[-1]
         store.apply(replayer.writes())
     assert _union(got) == _signature(want)
     _assert_bucket_images(stores, single.image())
