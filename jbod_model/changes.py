@@ -664,7 +664,9 @@ class IncrementalReplayer:
         # Whether a replica came, went or changed directory: an ISR or leader change (most of them) moves none.
         moved = old is None or new.replicas != old.replicas or new.directories != old.directories
         if moved:
-            replicas = self._partition_replica_changes(name, key, old, new)
+            # By broker, the last replica of a broker winning (as the comparison of views keyed by broker keeps it).
+            placed_before, placed_after = replica_directories(old), replica_directories(new)
+            replicas = self._partition_replica_changes(name, key, placed_before, placed_after)
         w.last_offset = offset
         # Every PartitionChangeRecord bumps the partition epoch: the epochs tell most registrations apart cheaply.
         if old is not None and new.partition_epoch == old.partition_epoch and new == old:
@@ -674,13 +676,14 @@ class IncrementalReplayer:
             # An existing partition's id is in its topic's id set already (added when it was created).
             self._topic_ids(topic_id).add(partition_id)
         if moved:
-            _index_writes(w, key, old, new)
+            _index_writes(w, key, placed_before, placed_after)
         return _new_step(offset, entry.timestamp, (entry,), (), (), (), (),
                          (_new_partition_change(topic_id, partition_id, name, old, new),), replicas, False, ())
 
-    def _partition_replica_changes(self, name: str, key: PartitionKey, old: PartitionRegistration | None,
-                                   new: PartitionRegistration) -> tuple[ReplicaChange, ...]:
-        """The replica rows one partition's new registration changes, the brokers' registrations unchanged: as
+    def _partition_replica_changes(self, name: str, key: PartitionKey, olds: Mapping[int, Uuid],
+                                   news: Mapping[int, Uuid]) -> tuple[ReplicaChange, ...]:
+        """The replica rows one partition's new registration changes, the brokers' registrations unchanged — its
+        replicas' directories by broker before (``olds``) and after (``news``), :func:`replica_directories`: as
         :meth:`_apply` compares a partition's replica views (:func:`_replica_changes`), keyed and ordered by
         broker.
 
@@ -690,8 +693,6 @@ class IncrementalReplayer:
         both sides, so a broker whose directory is the same before and after has the same state — only the brokers
         that came, went or moved directory get their states built and compared."""
         topic_id, partition_id = key
-        # By broker, the last replica of a broker winning (as the comparison of views keyed by broker keeps it).
-        olds, news = replica_directories(old), replica_directories(new)
         out = []
         for broker_id in sorted(olds.keys() | news.keys()):
             old_dir, new_dir = olds.get(broker_id), news.get(broker_id)
@@ -810,7 +811,7 @@ class IncrementalReplayer:
             w.partitions[key] = new_part
             part_topic = name_after(topic_id) if new_part is not None else names_before[topic_id]
             partitions.append(PartitionChange(topic_id, pid, part_topic or "", old_part, new_part))
-            _index_writes(w, key, old_part, new_part)
+            _index_writes(w, key, replica_directories(old_part), replica_directories(new_part))
         for resource, pending in ch.configs.items():
             # DeltaChanges.configs holds each resource's whole pending map (None values delete a key).
             live = {} if pending is None else {k: v for k, v in pending.items() if v is not None}
@@ -908,11 +909,9 @@ def replica_directories(part: PartitionRegistration | None) -> dict[int, Uuid]:
     return {} if part is None else dict(zip(part.replicas, part.directories, strict=True))
 
 
-def _index_writes(w: ImageWrites, key: PartitionKey, old: PartitionRegistration | None,
-                  new: PartitionRegistration | None) -> None:
-    """The brokers' index entries a partition's change from ``old`` to ``new`` moves: a broker that left, one that
-    came, one whose replica changed directory."""
-    before, after = replica_directories(old), replica_directories(new)
+def _index_writes(w: ImageWrites, key: PartitionKey, before: Mapping[int, Uuid], after: Mapping[int, Uuid]) -> None:
+    """The brokers' index entries a partition's change moves, from its replicas' directories by broker before and
+    after (:func:`replica_directories`): a broker that left, one that came, one whose replica changed directory."""
     if before == after:
         return
     for broker_id in before.keys() - after.keys():
