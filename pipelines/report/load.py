@@ -366,7 +366,8 @@ class TablePartitions:
         held, at = self._holding(b, 0, later)
         held &= exists
         (_, replica_firsts), (directory_values, directory_firsts) = self._np_lists[0], self._np_lists[1]
-        if np.any(held & (np.diff(directory_firsts)[later] != np.diff(replica_firsts)[later])):
+        if np.any(held & (directory_firsts[later + 1] - directory_firsts[later] != replica_firsts[later + 1]
+                          - replica_firsts[later])):
             raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories do not "
                              "match its replicas")
         directory_after = np.where(held, directory_values[np.where(
