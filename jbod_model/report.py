@@ -957,18 +957,101 @@ class PartitionHistory(Protocol):
                offset: int) -> Mapping[PartitionKey, tuple[str, PartitionRegistration]]:
         """Those of ``keys`` that exist at ``offset``: each with its topic's name and its registration."""
 
-    def changed(self, after: int, upto: int) -> Iterable[PartitionKey]:
-        """The partitions whose state changed (created, changed, deleted) in (after, upto]."""
-
-    def hosted(self, broker_id: int, offset: int) -> Mapping[PartitionKey, Uuid]:
-        """The partitions with a replica on the broker at ``offset``, and the directory of each."""
-
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> Mapping[PartitionKey, int]:
         """For each of ``keys``, the first offset after ``after`` at which its state changes (absent: never)."""
 
     def next_touches(self, keys: Iterable[PartitionKey], after: int) -> Mapping[PartitionKey, int]:
         """For each of ``keys``, the first offset after ``after`` at which a committed PartitionRecord or
         PartitionChangeRecord on it takes effect, whether it changes the state or not (absent: never)."""
+
+    def hosted_change(self, broker_id: int, before: int, after: int,
+                      online: frozenset[Uuid] | None) -> HostedChange:
+        """What the offsets (before, after] did to the partitions the broker hosted at ``before``: the columns of
+        :class:`HostedChange` for those that changed in between or sit in a directory not in ``online`` (the
+        broker's directories after; None: it is no longer registered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostedChange:
+    """What one batch did to the partitions a broker hosted before it, as parallel columns (item i of each is one
+    partition): the facts :meth:`IncidentTracker._affected` and :func:`_moved` read off a partition's registrations
+    before and after the batch, here read from stored columns so that a broker change builds no registration.
+
+    ``hosted`` counts every partition the broker hosted before the batch (the replicas a fencing takes offline);
+    the columns hold only those the batch can have hit — changed in it, or in a directory the broker's new
+    registration does not list. Any other one kept its leader, ISR and directory, so neither rule can pick it."""
+
+    broker_id: int
+    hosted: int
+    keys: Sequence[PartitionKey]
+    #: The topic's name before the batch.
+    names: Sequence[str]
+    #: The broker's directory of the partition before the batch.
+    directories: Sequence[Uuid]
+    leaders: Sequence[int]
+    #: Whether the broker was in the ISR before the batch.
+    in_isr: Sequence[bool]
+    #: Whether the partition still exists after the batch.
+    exists_after: Sequence[bool]
+    #: The leader after the batch (:data:`NO_LEADER` where the partition is gone).
+    leaders_after: Sequence[int]
+    in_isr_after: Sequence[bool]
+    #: The broker's directory of the partition after the batch; None where it no longer holds a replica of it.
+    directories_after: Sequence[Uuid | None]
+
+    @classmethod
+    def of_registrations(cls, broker_id: int, hosted: int,
+                         before: Mapping[PartitionKey, tuple[str, PartitionRegistration]],
+                         after: Mapping[PartitionKey, tuple[str, PartitionRegistration]]) -> HostedChange:
+        """The columns read off the registrations themselves (``before``: the partitions to hold, each with its
+        topic's name, as the batch found them; ``after``: those that still exist after it): what a store's columns
+        must equal."""
+        b = broker_id
+        keys = list(before)
+        olds = [before[pk][1] for pk in keys]
+        news = [after[pk][1] if pk in after else None for pk in keys]
+        return cls(broker_id=b, hosted=hosted, keys=keys, names=[before[pk][0] for pk in keys],
+                   directories=[part.directory(b) for part in olds], leaders=[part.leader for part in olds],
+                   in_isr=[b in part.isr for part in olds], exists_after=[now is not None for now in news],
+                   leaders_after=[NO_LEADER if now is None else now.leader for now in news],
+                   in_isr_after=[now is not None and b in now.isr for now in news],
+                   directories_after=[now.directory(b) if now is not None and b in now.replicas else None
+                                      for now in news])
+
+    def affected(self) -> list[_Affected]:
+        """:meth:`IncidentTracker._affected` of every partition held, in column order: whether the broker lost
+        its leadership (led it before, not after), its ISR membership (in it before, not after), and whether the
+        partition is leaderless after the batch."""
+        b = self.broker_id
+        return [_Affected(ref=PartitionRef(tid, name, pid), lost_leadership=led == b and (not now or lead != b),
+                          lost_isr=was_in and not (now and is_in), leaderless=now and lead == NO_LEADER)
+                for (tid, pid), name, led, was_in, now, lead, is_in in zip(
+                    self.keys, self.names, self.leaders, self.in_isr, self.exists_after, self.leaders_after,
+                    self.in_isr_after, strict=True)]
+
+    def directory_failure(self, directory: Uuid) -> dict[PartitionKey, _Affected]:
+        """The partitions a failure of ``directory`` hit (:meth:`IncidentTracker._start_directory_failure`): those
+        the broker held there, each with what it lost."""
+        return {pk: a for pk, d, a in zip(self.keys, self.directories, self.affected(), strict=True)
+                if d == directory}
+
+    def broker_offline(self) -> dict[PartitionKey, _Affected]:
+        """The partitions the broker's going offline hit (:meth:`IncidentTracker._start_broker_offline`): those
+        that lost it as leader or from the ISR, or lost their leader in the batch."""
+        out: dict[PartitionKey, _Affected] = {}
+        for pk, led, a in zip(self.keys, self.leaders, self.affected(), strict=True):
+            a.leaderless = a.leaderless and led != NO_LEADER
+            if a.lost_leadership or a.lost_isr or a.leaderless:
+                out[pk] = a
+        return out
+
+    def moved(self, incident: _Incident) -> list[PartitionKey]:
+        """Of the incident's partitions, those the broker no longer holds where it was hit after the batch
+        (:func:`_moved` on the registration after it); a partition gone in the batch is not among them."""
+        return [pk for pk, now, d in zip(self.keys, self.exists_after, self.directories_after, strict=True)
+                if now and pk in incident.partitions and (d is None or (
+                    incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
+                    and d != incident.directory))]
 
 
 class SparseIncidentTracker(IncidentTracker):
@@ -978,13 +1061,15 @@ class SparseIncidentTracker(IncidentTracker):
 
     Why that is enough: an incident starts or ends only in a batch that changes a broker's registration (the broker
     records are replayed, a few hundred in a log of millions); it reads the broker's hosted partitions as they were
-    before the batch (``hosted``) and, of those, only the ones the batch changed (a fencing's ISR shrinks) or that
-    sit in a directory the broker no longer lists (a failed disk's) — an unchanged partition in an online directory
-    can neither have lost anything in the batch nor be on the failed disk. A followed partition can only recover,
+    before the batch and, of those, only the ones the batch changed (a fencing's ISR shrinks) or that sit in a
+    directory the broker no longer lists (a failed disk's) — an unchanged partition in an online directory can
+    neither have lost anything in the batch nor be on the failed disk. Those are read as columns
+    (``hosted_change``), and the rules that pick an incident's partitions run over the columns
+    (:class:`HostedChange`), so a broker change builds no registration. A followed partition can only recover,
     move or go at a batch that changes its state (``next_changes``) — a state that held already would have been
     seen at the previous change — except where it already held when the incident started: then the tracker sees it
-    at the next batch with any record on the partition (``next_touches``). The offline replicas and leaderless
-    partitions, which the tracker counts for its series, are not kept here
+    at the next batch with any record on the partition (``next_touches``), or at its deletion if that comes first.
+    The offline replicas and leaderless partitions, which the tracker counts for its series, are not kept here
     (:func:`jbod_model.report_rows.offline_series` counts them from stored intervals): :meth:`run` gives the
     number of open directory failures after each batch instead.
     """
@@ -992,9 +1077,12 @@ class SparseIncidentTracker(IncidentTracker):
     def __init__(self, image: MetadataImage = EMPTY_IMAGE, *, max_closed_incidents: int | None = 1000,
                  max_series_points: int = 10_000) -> None:
         self._sparse = False
+        self._changes: dict[int, HostedChange] = {}
         super().__init__(image, max_closed_incidents=max_closed_incidents, max_series_points=max_series_points)
-        # The base image's incidents are found by the tracker's own seeding (it indexes the whole image once).
+        # The base image's incidents are found by the tracker's own seeding (it indexes the whole image once); the
+        # index of hosted partitions it built is not read again (a broker change reads ``hosted_change``).
         self._sparse = True
+        self._hosted.clear()
 
     def _index(self, image: MetadataImage, pk: PartitionKey, old: PartitionRegistration | None,
                new: PartitionRegistration | None, at: LogPosition) -> None:
@@ -1008,6 +1096,28 @@ class SparseIncidentTracker(IncidentTracker):
     def _add_point(self, at: LogPosition) -> None:
         if not self._sparse:
             super()._add_point(at)
+
+    # A broker change's incidents from the columns of :meth:`PartitionHistory.hosted_change` (``_changes``, set by
+    # :meth:`run` for the batch), not from registrations in the images: the same rules, one column at a time.
+
+    def _start_directory_failure(self, b: int, d: Uuid, before: MetadataImage, after: MetadataImage,
+                                 at: LogPosition, trigger: Trigger) -> None:
+        if not self._sparse:
+            super()._start_directory_failure(b, d, before, after, at, trigger)
+            return
+        partitions = self._changes[b].directory_failure(d)
+        self._open(_Incident(id=self._next_id, kind=IncidentKind.DIRECTORY_FAILURE, broker_id=b, directory=d,
+                             trigger=trigger, started=at, replicas_offline=len(partitions), partitions=partitions))
+
+    def _start_broker_offline(self, b: int, before: MetadataImage, after: MetadataImage, at: LogPosition,
+                              trigger: Trigger) -> None:
+        if not self._sparse:
+            super()._start_broker_offline(b, before, after, at, trigger)
+            return
+        change = self._changes[b]
+        self._open(_Incident(id=self._next_id, kind=IncidentKind.BROKER_OFFLINE, broker_id=b, directory=None,
+                             trigger=trigger, started=at, replicas_offline=change.hosted,
+                             partitions=change.broker_offline()))
 
     def run(self, ends: Sequence[int], first_times: Sequence[int | None],
             broker_entries: Mapping[int, Sequence[LogEntry]], partitions: PartitionHistory) -> list[int]:
@@ -1062,23 +1172,17 @@ class SparseIncidentTracker(IncidentTracker):
                     named[broker] = (entry.offset, _trigger_of(rec))
                 after = delta.apply()
             # What the batch's rules read: its broker changes read the changed brokers' hosted partitions before
-            # and after the batch (``_affected``); the follow-ups read only the followed partitions after it.
-            hit: set[PartitionKey] = set()
-            batch_changes: set[PartitionKey] | None = None
+            # and after the batch, as columns (``hosted_change``); the follow-ups read only the followed partitions
+            # after it, as registrations.
+            self._changes = {}
             for b in sorted(named):
-                if cluster.cluster.brokers.get(b) == after.cluster.brokers.get(b):
-                    continue
-                hosted = partitions.hosted(b, prev)
-                self._hosted[b] = set(hosted)
-                if batch_changes is None:
-                    batch_changes = set(partitions.changed(prev, end))
                 reg = after.cluster.brokers.get(b)
-                online = frozenset(reg.directories) if reg is not None else None
-                hit.update(pk for pk, d in hosted.items()
-                           if pk in batch_changes or (online is not None and d not in online))
+                if cluster.cluster.brokers.get(b) == reg:
+                    continue
+                self._changes[b] = partitions.hosted_change(
+                    b, prev, end, frozenset(reg.directories) if reg is not None else None)
             first_new = self._next_id
-            self._observe(_partial(cluster, partitions.states(hit, prev), prev),
-                          _partial(after, partitions.states(hit | touched, end), end),
+            self._observe(_partial(cluster, {}, prev), _partial(after, partitions.states(touched, end), end),
                           dict.fromkeys(sorted(touched, key=_pk_order), end), {}, named,
                           LogPosition(end, first_times[k]))
             cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)
@@ -1091,16 +1195,18 @@ class SparseIncidentTracker(IncidentTracker):
                 incident = self._incidents.get(i)
                 if incident is None:
                     continue
+                moved = set(self._changes[incident.broker_id].moved(incident))
                 for pk in incident.partitions:
                     if pk in self._watch:
-                        part = self._image.topics.get_partition(*pk)
-                        if part is not None and any(a.moved is None and x is incident and _moved(x, part)
-                                                    for x, a in self._watch[pk]):
+                        if pk in moved and any(a.moved is None and x is incident for x, a in self._watch[pk]):
                             fresh.add(pk)
                         else:
                             followed.add(pk)
-            if followed:
-                schedule(partitions.next_changes(followed, end))
+            self._changes = {}
+            # A partition moved already is looked at again at its next record or its deletion (a topic's removal
+            # names no partition), whichever comes first: each is a batch where the tracker follows it up.
+            if followed or fresh:
+                schedule(partitions.next_changes(followed | fresh, end))
             if fresh:
                 schedule(partitions.next_touches(fresh, end))
         open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))

@@ -49,6 +49,7 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.report import (
     DirectoryPaths,
+    HostedChange,
     LogPosition,
     PartitionKey,
     ReplicaKey,
@@ -207,8 +208,8 @@ def _broker_entries(tables: Path, cluster: str, observed: Observed) -> dict[int,
 
 class TablePartitions:
     """:class:`~jbod_model.report.PartitionHistory` from the tables: the cluster's ``partition_history`` versions
-    that start by ``upto`` (read once, indexed by partition and by start and end offsets) and the replicas' versions
-    (``replica_assignment_history``, by broker, read at the first ``hosted``).
+    that start by ``upto`` (read once, indexed by partition) and the replicas' versions
+    (``replica_assignment_history``, by broker, read at the first ``hosted_change``).
 
     Held compactly, since at 200 k partitions there are over a million versions and millions of replica versions:
     offsets and row numbers in ``array('q')`` (8 bytes each, where a list of ints costs about 40), the repeated
@@ -261,15 +262,6 @@ class TablePartitions:
         # matched with (:meth:`_read_replicas`).
         self._key_texts = _partition_keys(versions.column("topic_id").take(heads),
                                           versions.column("partition_id").take(heads))
-        # The rows by start offset, and those that ended by end offset: what changed between two offsets.
-        by_start = pc.sort_indices(starts)
-        self._start_rows = _offsets(by_start)
-        self._sorted_starts = _offsets(starts.take(by_start))
-        ended = pc.indices_nonzero(pc.is_valid(ends))
-        ended_at = ends.take(ended)
-        by_end = pc.sort_indices(ended_at)
-        self._end_rows = _offsets(ended.take(by_end))
-        self._sorted_ends = _offsets(ended_at.take(by_end))
         # The versions without a leader, for the series' counts (leader_spans).
         no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
         self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
@@ -290,13 +282,24 @@ class TablePartitions:
         self._kept = kept
         self._built: dict[int, tuple[str, PartitionRegistration]] = {}
         self._built_before: dict[int, tuple[str, PartitionRegistration]] = {}
-        # The replicas' versions, read at the first ``hosted`` (:meth:`_read_replicas`; None until then).
+        # The replicas' versions, read at the first ``hosted_change`` (:meth:`_read_replicas`; None until then).
         self._replica_dirs: list[Uuid] = []
         self._replica_partitions: Any = None
         self._replica_directories: Any = None
         self._replica_starts: Any = None
         self._replica_ends: Any = None
         self._broker_rows: dict[int, tuple[int, int]] = {}
+        # Numpy views of the columns :meth:`hosted_change` reads (made at its first call) and, per broker, the rows
+        # whose ISR holds it.
+        self._np_keyed: Any = None
+        self._np_starts: Any = None
+        self._np_ends: Any = None
+        self._np_firsts: Any = None
+        self._np_leader: Any = None
+        self._np_names: Any = None
+        self._np_base = 0
+        self._np_lists: list[tuple[Any, Any]] = []
+        self._listed: dict[tuple[int, int], tuple[Any, Any]] = {}
 
     def states(self, keys: Iterable[PartitionKey],
                offset: int) -> dict[PartitionKey, tuple[str, PartitionRegistration]]:
@@ -337,30 +340,101 @@ class TablePartitions:
             out[pk] = state
         return out
 
-    def changed(self, after: int, upto: int) -> set[PartitionKey]:
-        out: set[PartitionKey] = set()
-        for offsets, rows in ((self._sorted_starts, self._start_rows), (self._sorted_ends, self._end_rows)):
-            lo, hi = bisect.bisect_right(offsets, after), bisect.bisect_right(offsets, upto)
-            unique, key_of = self._unique, self._key_index
-            out.update(unique[key_of[i]] for i in rows[lo:hi])
-        return out
+    def hosted_change(self, broker_id: int, before: int, after: int,
+                      online: frozenset[Uuid] | None) -> HostedChange:
+        # Numpy over the broker's replica versions and the partitions' columns: the columns of the partitions hit,
+        # without building a registration (the rules over them are HostedChange's).
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
-    def hosted(self, broker_id: int, offset: int) -> dict[PartitionKey, Uuid]:
+        b = broker_id
+        partitions, dirs = self._hosted_at(b, before)
+        hosted = len(partitions)
+        rows = self._rows_at(partitions, before)
+        rows_after = self._rows_at(partitions, after)
+        # Hit: changed in the batch (another version, or none, after it) or in a directory no longer listed.
+        hit = rows_after != rows
+        if online is not None:
+            hit |= ~np.isin(dirs, [i for i, d in enumerate(self._replica_dirs) if d in online])
+        hit &= rows >= 0
+        partitions, dirs, rows, rows_after = partitions[hit], dirs[hit], rows[hit], rows_after[hit]
+        exists = rows_after >= 0
+        later = np.maximum(rows_after, 0)
+        leader = self._np_leader
+        in_isr, _ = self._holding(b, 2, rows)
+        in_isr_after, _ = self._holding(b, 2, later)
+        # The broker's directory of each after the batch: the directory beside it in the registration's lists.
+        held, at = self._holding(b, 0, later)
+        held &= exists
+        (_, replica_firsts), (directory_values, directory_firsts) = self._np_lists[0], self._np_lists[1]
+        if np.any(held & (directory_firsts[later + 1] - directory_firsts[later] != replica_firsts[later + 1]
+                          - replica_firsts[later])):
+            raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories do not "
+                             "match its replicas")
+        directory_after = np.where(held, directory_values[np.where(
+            held, directory_firsts[later] + at - replica_firsts[later], 0)], -1) if len(later) else later
+        unique, names, topic = self._unique, self._topic_names, self._np_names
+        replica_dir, partition_dir = self._replica_dirs, self._directory_ids
+        return HostedChange(
+            broker_id=b, hosted=hosted, keys=[unique[k] for k in partitions.tolist()],
+            names=[names[t] for t in topic[rows].tolist()], directories=[replica_dir[d] for d in dirs.tolist()],
+            leaders=leader[rows].tolist(), in_isr=in_isr.tolist(), exists_after=exists.tolist(),
+            leaders_after=np.where(exists, leader[later], NO_LEADER).tolist(),
+            in_isr_after=(exists & in_isr_after).tolist(),
+            directories_after=[None if d < 0 else partition_dir[d] for d in directory_after.tolist()])
+
+    def _hosted_at(self, broker_id: int, offset: int) -> tuple[Any, Any]:
+        """The broker's replicas at ``offset``: each one's partition (an index into the partition keys) and
+        directory (an index into the directory ids), as numpy arrays."""
         self._read_replicas()
-        span = self._broker_rows.get(broker_id)
-        if span is None:
-            return {}
-        lo, hi = span
-        # Numpy on the broker's slice, not Arrow compute: a call costs microseconds where Arrow's six kernels cost
-        # a few milliseconds of overhead, and the tracker asks once per broker change (hundreds of times).
+        lo, hi = self._broker_rows.get(broker_id, (0, 0))
         live = (self._replica_starts[lo:hi] <= offset) & (self._replica_ends[lo:hi] > offset)
-        keys, dirs = self._unique, self._replica_dirs
-        # The partition keys are the ones already held (no new tuple per replica, per call).
-        return {keys[k]: dirs[d] for k, d in zip(self._replica_partitions[lo:hi][live].tolist(),
-                                                   self._replica_directories[lo:hi][live].tolist(), strict=True)}
+        return self._replica_partitions[lo:hi][live], self._replica_directories[lo:hi][live]
+
+    def _rows_at(self, partitions: Any, offset: int) -> Any:
+        """The row of each partition's version at ``offset`` (-1: none then), as :meth:`states` finds one."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        if self._np_keyed is None:
+            self._np_starts = np.frombuffer(self._starts, np.int64)
+            self._np_ends = np.frombuffer(self._ends, np.int64)
+            self._np_firsts = np.frombuffer(self._firsts, np.int64)
+            self._np_leader = np.frombuffer(self._scalars[0], np.int64)
+            self._np_names = np.frombuffer(self._names, np.int32)
+            self._np_lists = [(np.frombuffer(v, np.int32), np.frombuffer(f, np.int64)) for v, f in self._lists[:3]]
+            # The rows are ordered by partition, then start: one sorted key, the partition above the start.
+            self._np_base = int(self._np_starts.min()) if len(self._np_starts) else 0
+            self._np_keyed = (np.frombuffer(self._key_index, np.int64) << _START_BITS) + (
+                self._np_starts - self._np_base)
+        at = np.int64(offset - self._np_base)
+        if not 0 <= offset - self._np_base < 1 << _START_BITS:
+            at = np.int64(-1 if offset < self._np_base else (1 << _START_BITS) - 1)
+        keys = partitions.astype(np.int64)
+        rows = np.searchsorted(self._np_keyed, (keys << _START_BITS) + at, "right") - 1
+        found = rows >= self._np_firsts[keys]
+        safe = np.maximum(rows, 0)
+        return np.where(found & (self._np_ends[safe] > offset), rows, -1)
+
+    def _holding(self, broker_id: int, column: int, rows: Any) -> tuple[Any, Any]:
+        """Whether each of ``rows`` lists the broker in list column ``column`` of :data:`_LISTS` (0: the replicas,
+        2: the ISR), and where in the column's flattened values (meaningless where not)."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        # Per broker and column, the rows listing it and where, ascending (a few hundred brokers change: each
+        # broker's are found once, by one scan of the column's values).
+        found = self._listed.get((broker_id, column))
+        if found is None:
+            values, firsts = self._np_lists[column]
+            at = np.flatnonzero(values == broker_id)
+            found = (np.searchsorted(firsts, at, "right") - 1, at)
+            self._listed[(broker_id, column)] = found
+        listing, where = found
+        i = np.minimum(np.searchsorted(listing, rows), max(len(listing) - 1, 0))
+        if not len(listing):
+            return np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)
+        return listing[i] == rows, where[i]
 
     def _read_replicas(self) -> None:
-        """The replicas' versions (read at the first :meth:`hosted`), sorted by broker, as numpy columns: each
+        """The replicas' versions (read at the first :meth:`hosted_change`), sorted by broker, as numpy columns: each
         one's partition as an index into the partitions' keys, its directory as an index into the directory ids,
         its start and end offsets (an open end: :data:`_OPEN`)."""
         if self._replica_partitions is not None:
@@ -459,6 +533,9 @@ def _release_arrow() -> None:
 
 #: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset.
 _OPEN = 2 ** 63 - 1
+#: How many low bits of :meth:`TablePartitions._rows_at`'s sorted key hold a version's start (from the first
+#: start): offsets up to 2^40, partitions up to 2^23.
+_START_BITS = 40
 
 
 def _offsets(column: Any) -> array[int]:

@@ -7,6 +7,7 @@ sparse tracker must follow it from the failure's batch on although nothing about
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from jbod_model.records.metadata import (
     Record,
     TopicRecord,
 )
-from jbod_model.report import IncidentKind, ReportHistory, ReportTracker, Resolution
+from jbod_model.report import HostedChange, IncidentKind, ReportHistory, ReportTracker, Resolution
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import metadata_image
 from pipelines.report.load import TablePartitions, load_from_tables
@@ -108,10 +109,19 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
     last = entries[-1].offset
     partitions = TablePartitions(tmp_path, "c", last, None, kept=kept)
     keys = [(ORDERS, p) for p in range(3)]
+    images = {}
     for offset in [n for n in range(last + 1) for _ in range(2)]:
         image = metadata_image(tmp_path, "c", offset)
-        want = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
+        want = images[offset] = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
         assert partitions.states(keys, offset) == want
-        for broker in (1, 2):
-            assert partitions.hosted(broker, offset) == {
-                pk: part.directory(broker) for pk, (_, part) in want.items() if broker in part.replicas}
+    # What a broker change reads as columns (``hosted_change``) is what the registrations give, between any two
+    # offsets, with the broker's directories after it or without (unregistered): the broker's partitions that
+    # changed in between or sit in a directory not listed.
+    for before, after in itertools.combinations(range(last + 1), 2):
+        then, now = images[before], images[after]
+        for broker, online in itertools.product((1, 2), (None, frozenset(), frozenset({A1, B1}))):
+            hosted = {pk: state for pk, state in then.items() if broker in state[1].replicas}
+            hit = {pk: state for pk, state in hosted.items() if now.get(pk) != state or (
+                online is not None and state[1].directory(broker) not in online)}
+            assert partitions.hosted_change(broker, before, after, online) == HostedChange.of_registrations(
+                broker, len(hosted), hit, now)
