@@ -751,7 +751,7 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
     two stable numpy sorts — start, then the packed key: Arrow's sort over several columns compares row by row and
     took seconds for the millions of replica versions at 200 k partitions. None where a key or start holds a null or
     the spans do not fit 63 bits (the caller sorts with Arrow)."""
-    import numpy as np  # noqa: PLC0415 - pyarrow's own dependency; only this sort needs it
+    import numpy as np  # noqa: PLC0415 - only this sort needs it, not every command that loads the module
 
     columns = [*keys.values(), start]
     if any(c.null_count for c in columns) or not pa.types.is_integer(start.type):
