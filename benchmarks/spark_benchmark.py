@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -98,6 +99,68 @@ def _master_url(work: Path, master: str) -> Iterator[str]:
         yield url
 
 
+class _TreeMemory:
+    """The peak memory of this process and every process under it — the job's driver (this benchmark's process),
+    its JVM and the Python workers the JVM starts — sampled every ``interval`` seconds while in the ``with``.
+
+    Each process counts its proportional set size (``Pss`` in ``/proc/PID/smaps_rollup``): the Python workers are
+    forked from one daemon and share its pages copy-on-write, which a sum of RSS would count once per worker. A
+    standalone cluster's master and workers are not under this process (started apart) and are not counted."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        #: At the start: mostly this process, with what the benchmark kept before the run (e.g. memory the pure
+        #: model's replays freed but the allocator holds).
+        self.start_mib = self._now()
+        self.peak_mib = self.start_mib
+
+    def __enter__(self) -> _TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @staticmethod
+    def _now() -> float:
+        return sum(_pss_kib(pid) for pid in _tree(os.getpid())) / 1024
+
+    def _sample(self) -> None:
+        while True:
+            self.peak_mib = max(self.peak_mib, self._now())
+            if self._stop.wait(self._interval):
+                return
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants, from ``/proc``'s parent ids."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue  # gone since listed
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return next((int(line.split()[1]) for line in rollup if line.startswith("Pss:")), 0)
+    except OSError:
+        return 0  # gone since listed
+
+
 def _digest(image: dict[str, Any]) -> str:
     """An image JSON as one string: the runs are compared with the model by it. The benchmark's process is the
     job's driver: the model's and DuckDB's image dicts (millions of objects) are not kept through the runs, which
@@ -118,11 +181,13 @@ def _timed_run(work: Path, name: str, master: str, buckets: int, digest: str) ->
     spark = spark_session(master)
     session = time.perf_counter() - started
     try:
-        run = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
+        with _TreeMemory() as memory:
+            run = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
         assert _digest(as_of_image(tables)) == digest, f"{name}, {buckets} buckets: tables differ from the model"
     finally:
         spark.stop()
     return {"session_seconds": round(session, 2), "job_seconds": round(run.seconds, 2), "batches": len(run.batches),
+            "peak_memory_mib": round(memory.peak_mib), "memory_at_start_mib": round(memory.start_mib),
             "compute_seconds": round(sum(b.compute_seconds for b in run.batches), 2),
             "write_seconds": round(sum(b.seconds - b.compute_seconds for b in run.batches), 2)}
 
