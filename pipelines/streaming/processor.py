@@ -119,6 +119,21 @@ BROKER_INDEX_BUCKETS = 8
 PARTITION_CHUNKS = 256
 
 
+#: A bucket's micro-batch of at least this many input rows reads each state variable it asks about whole, in one
+#: streamed call (``MapState.iterator``: the JVM sends up to 10,000 pairs a round trip), instead of one call per key.
+#: Such a batch touches nearly every partition chunk (2,000 rows over 256 chunks leave one in 2,500 untouched), asks
+#: for most topics and brokers, and every call is a round trip whose latency, on a box whose cores the job keeps busy,
+#: is mostly waiting for the other side to be scheduled (docs/state-design.md, "eleventh round"). Smaller batches — an
+#: incremental run's last one, a streaming job's trickle — read only the keys they ask for.
+BULK_READ_ROWS = 2_000
+
+#: Of the brokers a bulk-reading batch lists the partitions of (``partitions_on_broker``), the share after which the
+#: rest of the brokers' index is read whole: a batch that fences or restarts many brokers lists most of them (the
+#: whole index then costs what their keys would, in one call); one that fences a few would read far more than it
+#: needs at millions of partitions.
+BULK_INDEX_SHARE = 0.25
+
+
 def _bucket(key_text: str) -> int:
     return zlib.crc32(key_text.encode()) % BROKER_INDEX_BUCKETS
 
@@ -136,11 +151,17 @@ def _key_text(key: PartitionKey) -> str:
 
 
 class StateStore:
-    """A :class:`jbod_model.changes.ImageReader` over one cluster's state variables, with the batch's writes."""
+    """A :class:`jbod_model.changes.ImageReader` over one cluster's state variables, with the batch's writes.
 
-    def __init__(self, handles: Mapping[str, MapState], meta: tuple[Any, ...] | None) -> None:
+    With ``bulk``, each state variable is read whole at its first use (see :data:`BULK_READ_ROWS`); the brokers'
+    index is read whole once the batch has listed :data:`BULK_INDEX_SHARE` of the brokers. Either way, a value is
+    read at most once per batch: the model reads the image as stored before the batch, and :meth:`write` (its end)
+    starts from the values read."""
+
+    def __init__(self, handles: Mapping[str, MapState], meta: tuple[Any, ...] | None, *, bulk: bool = False) -> None:
         self._h = handles
         self._last_offset = -1 if meta is None or meta[0] is None else int(meta[0])
+        self._bulk = bulk
         self._features: dict[str, int] | None = None
         # Chunks of the partitions state read so far (key text → the partition's positional JSON, still text: parsed
         # when the model asks for that partition, which it does once per batch), and which of them are stored.
@@ -149,6 +170,27 @@ class StateStore:
         # Topic and directory ids parsed so far: a broker's index lists thousands of partitions of a few hundred
         # topics in a handful of directories.
         self._ids: dict[str, Uuid] = {}
+        # State variables read whole (bulk): name → key → value.
+        self._whole: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = {}
+        # The brokers' index values read so far ((broker, index bucket) → text or None), and the brokers listed.
+        self._index: dict[tuple[int, int], str | None] = {}
+        self._listed: set[int] = set()
+
+    def _all(self, name: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        """Every key and value of the state variable ``name``, read in one streamed call at its first use."""
+        found = self._whole.get(name)
+        if found is None:
+            found = self._whole[name] = {tuple(k): tuple(v) for k, v in self._h[name].iterator()}
+        return found
+
+    def _get(self, name: str, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        if self._bulk:
+            return self._all(name).get(key)
+        value = self._h[name].getValue(key)
+        return None if value is None else tuple(value)
+
+    def _keys(self, name: str) -> Iterable[tuple[Any, ...]]:
+        return self._all(name).keys() if self._bulk else self._h[name].keys()
 
     def _id(self, text: str) -> Uuid:
         found = self._ids.get(text)
@@ -162,13 +204,29 @@ class StateStore:
 
     def _partition_chunk(self, chunk: int) -> dict[str, str]:
         found = self._chunks.get(chunk)
-        if found is None:
-            value = self._h["partitions"].getValue((chunk,))
-            found = {} if value is None else chunk_from_text(value[0])
-            if value is not None:
-                self._stored_chunks.add(chunk)
-            self._chunks[chunk] = found
+        if found is not None:
+            return found
+        if self._bulk:
+            if "partitions" not in self._whole:
+                self._whole["partitions"] = {}  # a mark: the chunks read whole are kept split, in _chunks
+                for key, stored in self._h["partitions"].iterator():
+                    self._chunks[int(key[0])] = chunk_from_text(stored[0])
+                    self._stored_chunks.add(int(key[0]))
+            return self._chunks.setdefault(chunk, {})
+        value = self._h["partitions"].getValue((chunk,))
+        found = self._chunks[chunk] = {} if value is None else chunk_from_text(value[0])
+        if value is not None:
+            self._stored_chunks.add(chunk)
         return found
+
+    def _index_value(self, broker_id: int, bucket: int) -> str | None:
+        """One value of the brokers' index (the text of a ``broker_parts`` key), read at most once per batch."""
+        key = (broker_id, bucket)
+        if key not in self._index:
+            whole = self._whole.get("broker_parts")
+            value = whole.get(key) if whole is not None else self._h["broker_parts"].getValue(key)
+            self._index[key] = None if value is None else str(value[0])
+        return self._index[key]
 
     def last_offset(self) -> int:
         return self._last_offset
@@ -179,25 +237,23 @@ class StateStore:
         return self._features
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
-        value = self._h["brokers"].getValue((broker_id,))
+        value = self._get("brokers", (broker_id,))
         return None if value is None else broker_from_text(value[0])
 
     def broker_ids(self) -> Iterable[int]:
-        keys = self._h["brokers"].keys()
-        return [int(k[0]) for k in keys]
+        return [int(k[0]) for k in self._keys("brokers")]
 
     def topic(self, topic_id: Uuid) -> StoredTopic | None:
-        value = self._h["topics"].getValue((str(topic_id),))
+        value = self._get("topics", (str(topic_id),))
         if value is None:
             return None
         return StoredTopic(value[0], tuple((int(a), int(b)) for a, b in orjson.loads(value[1])))
 
     def topic_ids(self) -> Iterable[Uuid]:
-        keys = self._h["topics"].keys()
-        return [Uuid.from_string(k[0]) for k in keys]
+        return [Uuid.from_string(k[0]) for k in self._keys("topics")]
 
     def topic_id_by_name(self, name: str) -> Uuid | None:
-        value = self._h["topic_names"].getValue((name,))
+        value = self._get("topic_names", (name,))
         return None if value is None else Uuid.from_string(value[0])
 
     def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
@@ -206,31 +262,34 @@ class StateStore:
         return None if value is None else partition_from_text(value)
 
     def partitions_on_broker(self, broker_id: int) -> Mapping[PartitionKey, Uuid]:
+        self._listed.add(broker_id)
+        if (self._bulk and "broker_parts" not in self._whole
+                and len(self._listed) >= BULK_INDEX_SHARE * len(self._all("brokers"))):
+            self._all("broker_parts")
         out: dict[PartitionKey, Uuid] = {}
         for bucket in range(BROKER_INDEX_BUCKETS):
-            value = self._h["broker_parts"].getValue((broker_id, bucket))
+            value = self._index_value(broker_id, bucket)
             if value is not None:
-                for directory, keys in orjson.loads(value[0]).items():
+                for directory, keys in orjson.loads(value).items():
                     out.update(dict.fromkeys(map(self._key_from_text, keys), self._id(directory)))
         return out
 
     def config(self, resource: tuple[int, str]) -> Mapping[str, str] | None:
-        value = self._h["configs"].getValue((int(resource[0]), str(resource[1])))
+        value = self._get("configs", (int(resource[0]), str(resource[1])))
         return None if value is None else dict(orjson.loads(value[0]))
 
     def config_resources(self) -> Iterable[tuple[int, str]]:
-        keys = self._h["configs"].keys()
-        return [(int(k[0]), str(k[1])) for k in keys]
+        return [(int(k[0]), str(k[1])) for k in self._keys("configs")]
 
     def write(self, w: ImageWrites) -> None:
         """Store a batch's writes: only the keys that changed."""
         h = self._h
         self._last_offset = w.last_offset
-        _put(h["features"], {(k,): None if v is None else (v,) for k, v in w.features.items()})
-        _put(h["brokers"], {(k,): None if v is None else (broker_to_text(v),) for k, v in w.brokers.items()})
-        _put(h["topics"], {(str(k),): None if v is None else (v.name, dumps([list(r) for r in v.partition_ids]))
-                           for k, v in w.topics.items()})
-        _put(h["topic_names"], {(k,): None if v is None else (str(v),) for k, v in w.topic_names.items()})
+        self._put("features", {(k,): None if v is None else (v,) for k, v in w.features.items()})
+        self._put("brokers", {(k,): None if v is None else (broker_to_text(v),) for k, v in w.brokers.items()})
+        self._put("topics", {(str(k),): None if v is None else (v.name, dumps([list(r) for r in v.partition_ids]))
+                             for k, v in w.topics.items()})
+        self._put("topic_names", {(k,): None if v is None else (str(v),) for k, v in w.topic_names.items()})
         by_chunk: dict[int, dict[str, PartitionRegistration | None]] = {}
         for key, part in w.partitions.items():
             text = _key_text(key)
@@ -250,25 +309,42 @@ class StateStore:
                 h["partitions"].removeKey((chunk,))
                 self._stored_chunks.discard(chunk)
         # int(): the model keys topic configs by ConfigResourceType (an IntEnum), which the state store cannot hold.
-        _put(h["configs"], {(int(k[0]), str(k[1])): None if v is None else (dumps(dict(v)),)
-                            for k, v in w.configs.items()})
+        self._put("configs", {(int(k[0]), str(k[1])): None if v is None else (dumps(dict(v)),)
+                              for k, v in w.configs.items()})
         for broker_id, changes in w.broker_partitions.items():
             by_bucket: dict[int, dict[str, str | None]] = {}
             for key, directory in changes.items():
                 text = _key_text(key)
                 by_bucket.setdefault(_bucket(text), {})[text] = None if directory is None else str(directory)
             for bucket, bucket_changes in by_bucket.items():
-                current = h["broker_parts"].getValue((broker_id, bucket))
-                placed = {} if current is None else _placements_from_text(current[0])
+                current = self._index_value(broker_id, bucket)
+                placed = {} if current is None else _placements_from_text(current)
                 for text, place in bucket_changes.items():
                     if place is None:
                         placed.pop(text, None)
                     else:
                         placed[text] = place
-                if placed:
-                    h["broker_parts"].updateValue((broker_id, bucket), (_placements_to_text(placed),))
+                stored = _placements_to_text(placed) if placed else None
+                if stored is not None:
+                    h["broker_parts"].updateValue((broker_id, bucket), (stored,))
                 elif current is not None:
                     h["broker_parts"].removeKey((broker_id, bucket))
+                self._index[(broker_id, bucket)] = stored
+
+    def _put(self, name: str, values: Mapping[tuple[Any, ...], tuple[Any, ...] | None]) -> None:
+        """Store ``values`` in the state variable ``name`` (None: remove the key), and in its copy if read whole."""
+        state, whole = self._h[name], self._whole.get(name)
+        for key, value in values.items():
+            if value is None:
+                if whole is None:
+                    if state.containsKey(key):
+                        state.removeKey(key)
+                elif whole.pop(key, None) is not None:
+                    state.removeKey(key)
+            else:
+                state.updateValue(key, value)
+                if whole is not None:
+                    whole[key] = value
 
 
 def _placements_from_text(text: str) -> dict[str, str]:
@@ -283,15 +359,6 @@ def _placements_to_text(placed: Mapping[str, str]) -> str:
     for key in sorted(placed):
         by_directory.setdefault(placed[key], []).append(key)
     return dumps(dict(sorted(by_directory.items())))
-
-
-def _put(state: MapState, values: Mapping[tuple[Any, ...], tuple[Any, ...] | None]) -> None:
-    for key, value in values.items():
-        if value is None:
-            if state.containsKey(key):
-                state.removeKey(key)
-        else:
-            state.updateValue(key, value)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -694,7 +761,7 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
     sink = RowSink(cluster_id, origin, bucket, 1 if origin == "jsonl" else buckets, snapshot_index)
     if halted is not None or not records:
         return sink
-    store = StateStore(maps, meta)
+    store = StateStore(maps, meta, bulk=len(records) >= BULK_READ_ROWS)
     pending = entries_from_text(pending_text) if pending_text else ()
     replayer = IncrementalReplayer(store, pending, group_replicas=True)
     controller: ReferenceController | None = None

@@ -60,7 +60,18 @@ def _fold(current: dict[str, dict[tuple[Any, ...], dict[str, Any]]], batch: dict
                 target[key] = row
 
 
+@pytest.fixture(params=["by key", "whole"])
+def state_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The operator's state read key by key (the default for small batches, as these tests' are) or, for every
+    batch, each state variable whole and the brokers' index whole at the first broker listed."""
+    if request.param == "whole":
+        monkeypatch.setattr(processor, "BULK_READ_ROWS", 1)
+        monkeypatch.setattr(processor, "BULK_INDEX_SHARE", 0.0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("size", [1, 5, 1000])
+@pytest.mark.usefixtures("state_reads")
 def test_batches_through_the_operator_give_the_model(size: int) -> None:
     entries = churn_log(ChurnSpec(seed=116, brokers=2, dirs_per_broker=2, topics=2, partitions_per_topic=2,
                                      replication_factor=2, operations=14, noop_share=0.1))
@@ -96,6 +107,74 @@ def test_state_traffic_of_one_record_does_not_grow_with_the_cluster() -> None:
         return sum(m.calls for m in maps.values())
 
     assert traffic(2) == traffic(50) <= 12
+
+
+@pytest.mark.parametrize("index_share", [0.0, 0.5, 2.0])
+def test_a_state_read_whole_answers_as_read_key_by_key(monkeypatch: pytest.MonkeyPatch, index_share: float) -> None:
+    """Every ``ImageReader`` question, on the state a churn log left (deletions, moves, configs), asked in an order
+    that lists brokers before and after the index is read whole: the same answers, in far fewer calls."""
+    monkeypatch.setattr(processor, "BULK_INDEX_SHARE", index_share)
+    entries = churn_log(ChurnSpec(seed=7, brokers=4, dirs_per_broker=2, topics=5, partitions_per_topic=6,
+                                  replication_factor=3, operations=300, noop_share=0.1))
+    maps = {name: FakeMapState() for name in MAP_STATES}
+    meta = FakeValueState()
+    for i in range(0, len(entries), 50):
+        replay_batch("c", _frame(entries[i:i + 50]), meta, maps)  # type: ignore[arg-type]
+    model = DictImageStore()
+    replay_incrementally(model, entries)
+
+    def answers(store: Any) -> list[Any]:
+        out: list[Any] = [sorted(store.broker_ids()), dict(store.feature_levels())]
+        for broker_id in sorted(store.broker_ids()) + [99]:
+            out += [store.broker(broker_id), sorted(store.partitions_on_broker(broker_id).items())]
+        for topic_id in sorted(store.topic_ids(), key=str):
+            topic = store.topic(topic_id)
+            assert topic is not None
+            out += [topic, store.topic_id_by_name(topic.name)]
+            out += [store.partition(topic_id, p) for p in range(8)]
+        out += [store.topic_id_by_name("gone"), sorted(store.config_resources())]
+        out += [None if store.config(r) is None else dict(store.config(r)) for r in sorted(store.config_resources())]
+        return out
+
+    for m in maps.values():
+        m.calls = 0
+    by_key = answers(processor.StateStore(maps, meta.get()))  # type: ignore[arg-type]
+    key_calls = sum(m.calls for m in maps.values())
+    for m in maps.values():
+        m.calls = 0
+    whole = answers(processor.StateStore(maps, meta.get(), bulk=True))  # type: ignore[arg-type]
+    assert whole == by_key == answers(model)
+    assert maps["partitions"].calls == 1 and maps["topics"].calls == 1 and maps["brokers"].calls == 1
+    # The index whole at the first broker listed; after the first of four, its index buckets read one by one; never
+    # (four brokers and one unknown, each index bucket once).
+    per_broker = processor.BROKER_INDEX_BUCKETS
+    assert maps["broker_parts"].calls == {0.0: 1, 0.5: per_broker + 1, 2.0: 5 * per_broker}[index_share]
+    assert sum(m.calls for m in maps.values()) < key_calls
+
+
+def test_a_batch_writes_what_it_read_whole_back_into_its_copy() -> None:
+    """After a batch's writes the store still answers as the state does (its copies read whole are kept current)."""
+    entries = churn_log(ChurnSpec(seed=9, brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=4,
+                                  replication_factor=2, operations=120, noop_share=0.1))
+    maps = {name: FakeMapState() for name in MAP_STATES}
+    meta = FakeValueState()
+    half = len(entries) // 2
+    replay_batch("c", _frame(entries[:half]), meta, maps)  # type: ignore[arg-type]
+    store = processor.StateStore(maps, meta.get(), bulk=True)  # type: ignore[arg-type]
+    replayer = processor.IncrementalReplayer(store)
+    for entry in entries[half:]:
+        replayer.replay(entry)
+    store.write(replayer.writes())
+    fresh = processor.StateStore(maps, None)  # type: ignore[arg-type]
+    for broker_id in sorted(fresh.broker_ids()):
+        assert store.broker(broker_id) == fresh.broker(broker_id)
+        assert store.partitions_on_broker(broker_id) == fresh.partitions_on_broker(broker_id)
+    assert sorted(store.topic_ids(), key=str) == sorted(fresh.topic_ids(), key=str)
+    for topic_id in fresh.topic_ids():
+        topic = fresh.topic(topic_id)
+        assert topic is not None and store.topic(topic_id) == topic
+        assert store.topic_id_by_name(topic.name) == topic_id
+        assert [store.partition(topic_id, p) for p in range(4)] == [fresh.partition(topic_id, p) for p in range(4)]
 
 
 def _offline(image: Any) -> dict[tuple[str, int, int], tuple[Any, ...]]:
@@ -196,6 +275,7 @@ def test_a_gap_row_of_the_source_is_a_log_gaps_row_and_replay_goes_on_after_it()
 
 
 @pytest.mark.parametrize("buckets", [2, 3])
+@pytest.mark.usefixtures("state_reads")
 def test_a_cluster_split_over_buckets_writes_what_one_bucket_writes(buckets: int) -> None:
     """The source's routing (``entry_to_row`` + ``fan_out``), one operator state per bucket, and the sink's
     ``settle_batch``: batch after batch, the rows fold into the same current tables as with one bucket."""
