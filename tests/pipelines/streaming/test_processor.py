@@ -125,7 +125,7 @@ def test_a_state_read_whole_answers_as_read_key_by_key(monkeypatch: pytest.Monke
 
     def answers(store: Any) -> list[Any]:
         out: list[Any] = [sorted(store.broker_ids()), dict(store.feature_levels())]
-        for broker_id in sorted(store.broker_ids()) + [99]:
+        for broker_id in [*sorted(store.broker_ids()), 99]:
             out += [store.broker(broker_id), sorted(store.partitions_on_broker(broker_id).items())]
         for topic_id in sorted(store.topic_ids(), key=str):
             topic = store.topic(topic_id)
