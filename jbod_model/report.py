@@ -1240,8 +1240,10 @@ class SparseIncidentTracker(IncidentTracker):
                     continue
                 self._changes[b] = partitions.hosted_change(
                     b, prev, end, frozenset(reg.directories) if reg is not None else None)
+            # Every followed partition with the broker of each incident following it (a pair twice where two open
+            # incidents of one broker follow it: cheaper read twice than hashed into a set).
             self._seen_after = partitions.followed(
-                list({(pk, i.broker_id) for pk in touched for i, _ in self._watch[pk]}), end).seen() if touched else {}
+                [(pk, i.broker_id) for pk in touched for i, _ in self._watch[pk]], end).seen() if touched else {}
             first_new = self._next_id
             self._observe(_partial(cluster, prev), _partial(after, end), dict.fromkeys(sorted(touched, key=_pk_order),
                                                                                        end), {}, named,
