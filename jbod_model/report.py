@@ -1071,36 +1071,24 @@ class HostedChange:
 
 @dataclass(frozen=True, slots=True)
 class FollowedStates:
-    """What a batch's follow-ups read (:meth:`IncidentTracker._follow_up`, :data:`Seen`) of the partitions followed,
-    as columns: for each (partition, broker) pair asked for — a followed partition and the broker of an incident
-    that follows it — the partition's state after the batch as that broker sees it. A store gives these without
-    building a registration; a follow-up reads three fields of one."""
+    """What a batch's follow-ups read (:meth:`IncidentTracker._follow_up`) of the partitions followed: for each
+    (partition, broker) pair asked for — a followed partition and the broker of an incident that follows it — the
+    partition's state after the batch as that broker sees it (:data:`Seen`: its leader, the broker's ISR membership
+    and directory of it). A store reads these three off its columns without building a registration."""
 
-    keys: Sequence[PartitionKey]
-    brokers: Sequence[int]
-    #: Whether the partition exists.
-    exists: Sequence[bool]
-    #: The leader (:data:`NO_LEADER` where the partition is gone).
-    leaders: Sequence[int]
-    in_isr: Sequence[bool]
-    #: The broker's directory of the partition; None where it holds no replica of it (or the partition is gone).
-    directories: Sequence[Uuid | None]
+    pairs: Sequence[tuple[PartitionKey, int]]
+    #: Each pair's :data:`Seen` (None: the partition is gone).
+    seen: Sequence[Seen]
 
     @classmethod
     def of_registrations(cls, pairs: Sequence[tuple[PartitionKey, int]],
                          states: Mapping[PartitionKey, PartitionRegistration]) -> FollowedStates:
-        """The columns read off the registrations themselves (``states``: those of the partitions that exist), by
-        :func:`seen_by`: what a store's columns must equal."""
-        seen = [seen_by(states.get(pk), b) for pk, b in pairs]
-        return cls(keys=[pk for pk, _ in pairs], brokers=[b for _, b in pairs], exists=[x is not None for x in seen],
-                   leaders=[NO_LEADER if x is None else x[0] for x in seen],
-                   in_isr=[x is not None and x[1] for x in seen],
-                   directories=[None if x is None else x[2] for x in seen])
+        """The states read off the registrations themselves (``states``: those of the partitions that exist), by
+        :func:`seen_by`: what a store's must equal."""
+        return cls(pairs=list(pairs), seen=[seen_by(states.get(pk), b) for pk, b in pairs])
 
-    def seen(self) -> dict[tuple[PartitionKey, int], Seen]:
-        """Each pair's :data:`Seen`."""
-        return {(pk, b): (lead, is_in, d) if now else None for pk, b, now, lead, is_in, d in zip(
-            self.keys, self.brokers, self.exists, self.leaders, self.in_isr, self.directories, strict=True)}
+    def by_pair(self) -> dict[tuple[PartitionKey, int], Seen]:
+        return dict(zip(self.pairs, self.seen, strict=True))
 
 
 class SparseIncidentTracker(IncidentTracker):
@@ -1243,7 +1231,7 @@ class SparseIncidentTracker(IncidentTracker):
             # Every followed partition with the broker of each incident following it (a pair twice where two open
             # incidents of one broker follow it: cheaper read twice than hashed into a set).
             self._seen_after = partitions.followed(
-                [(pk, i.broker_id) for pk in touched for i, _ in self._watch[pk]], end).seen() if touched else {}
+                [(pk, i.broker_id) for pk in touched for i, _ in self._watch[pk]], end).by_pair() if touched else {}
             first_new = self._next_id
             self._observe(_partial(cluster, prev), _partial(after, end), dict.fromkeys(sorted(touched, key=_pk_order),
                                                                                        end), {}, named,

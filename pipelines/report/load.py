@@ -56,6 +56,7 @@ from jbod_model.report import (
     ReplicaKey,
     ReportHistory,
     ReportTracker,
+    Seen,
     SparseIncidentTracker,
     run_and_track,
 )
@@ -299,38 +300,27 @@ class TablePartitions:
         index, firsts, starts, ends, right = self._index, self._firsts, self._starts, self._ends, bisect.bisect_right
         (rv, ro), (dv, do), (iv, io) = self._lists
         leader, uuid_of = self._leader, self._directory_ids
-        exists: list[bool] = []
-        leaders: list[int] = []
-        in_isr: list[bool] = []
-        directories: list[Uuid | None] = []
+        seen: list[Seen] = []
         for pk, b in pairs:
             k = index.get(pk)
-            i = -1
-            if k is not None:
-                lo = firsts[k]
-                i = right(starts, offset, lo, firsts[k + 1]) - 1
-                if i < lo or ends[i] <= offset:
-                    i = -1
-            if i < 0:
-                exists.append(False)
-                leaders.append(NO_LEADER)
-                in_isr.append(False)
-                directories.append(None)
+            if k is None:
+                seen.append(None)
+                continue
+            lo = firsts[k]
+            i = right(starts, offset, lo, firsts[k + 1]) - 1
+            if i < lo or ends[i] <= offset:
+                seen.append(None)
                 continue
             j = i + 1
-            exists.append(True)
-            leaders.append(leader[i])
-            in_isr.append(b in iv[io[i]:io[j]])
             replicas = rv[ro[i]:ro[j]]
             if b not in replicas:
-                directories.append(None)
+                seen.append((leader[i], b in iv[io[i]:io[j]], None))
                 continue
             if do[j] - do[i] != len(replicas):
                 raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories "
                                  "do not match its replicas")
-            directories.append(uuid_of[dv[do[i] + replicas.index(b)]])
-        return FollowedStates(keys=[pk for pk, _ in pairs], brokers=[b for _, b in pairs], exists=exists,
-                              leaders=leaders, in_isr=in_isr, directories=directories)
+            seen.append((leader[i], b in iv[io[i]:io[j]], uuid_of[dv[do[i] + replicas.index(b)]]))
+        return FollowedStates(pairs=pairs, seen=seen)
 
     def hosted_change(self, broker_id: int, before: int, after: int,
                       online: frozenset[Uuid] | None) -> HostedChange:
