@@ -373,7 +373,7 @@ class TablePartitions:
         return self._replica_partitions[lo:hi][live], self._replica_directories[lo:hi][live]
 
     def _rows_at(self, partitions: Any, offset: int) -> Any:
-        """The row of each partition's version at ``offset`` (-1: none then), as :meth:`states` finds one."""
+        """The row of each partition's version at ``offset`` (-1: none then), as :meth:`followed` finds one."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         if self._np_keyed is None:
