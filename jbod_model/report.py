@@ -46,8 +46,6 @@ from jbod_model.image import (
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
-    TopicImage,
-    TopicsImage,
 )
 from jbod_model.invariants import InvariantTracker
 from jbod_model.meta_properties import DirInventoryRow
@@ -540,12 +538,26 @@ def _settled(incident: _Incident, a: _Affected) -> bool:
     return leader_ok and isr_ok and incident.ended is not None
 
 
-def _moved(incident: _Incident, part: PartitionRegistration) -> bool:
-    """The incident's broker no longer holds a replica of the partition where it hit it: out of the replica set, or,
-    while a directory failure is open, in another directory."""
-    b = incident.broker_id
-    return b not in part.replicas or (incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
-                                      and part.directory(b) != incident.directory)
+def _moved(incident: _Incident, directory: Uuid | None) -> bool:
+    """The incident's broker no longer holds a replica of the partition where it hit it, given the broker's
+    directory of the partition now (None: out of the replica set): out of the replica set, or, while a directory
+    failure is open, in another directory."""
+    return directory is None or (incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
+                                 and directory != incident.directory)
+
+
+#: What a follow-up reads of a partition after a batch, as one incident's broker sees it: the leader, whether the
+#: broker is in the ISR, and the broker's directory of it (None: it holds no replica of it). None: the partition is
+#: gone.
+Seen = tuple[int, bool, Uuid | None] | None
+
+
+def seen_by(part: PartitionRegistration | None, broker_id: int) -> Seen:
+    """:data:`Seen` read off a registration (None: the partition is gone)."""
+    if part is None:
+        return None
+    b = broker_id
+    return part.leader, b in part.isr, part.directory(b) if b in part.replicas else None
 
 
 def _trigger_of(record: Record) -> Trigger:
@@ -825,16 +837,17 @@ class IncidentTracker(BatchFeed):
         keep: list[tuple[_Incident, _Affected]] = []
         evacuating: list[_Incident] = []
         for incident, a in watchers:
-            b = incident.broker_id
             staying = a.moved is None and a.deleted is None
-            if part is None:
+            seen = self._seen(pk, part, incident.broker_id)
+            if seen is None:
                 a.deleted = a.deleted or at
             else:
-                if a.leaderless and a.leader_restored is None and part.leader != NO_LEADER:
+                leader, in_isr, directory = seen
+                if a.leaderless and a.leader_restored is None and leader != NO_LEADER:
                     a.leader_restored = at
-                if a.lost_isr and a.isr_restored is None and b in part.isr:
+                if a.lost_isr and a.isr_restored is None and in_isr:
                     a.isr_restored = at
-                if a.moved is None and _moved(incident, part):
+                if a.moved is None and _moved(incident, directory):
                     a.moved = at
             if staying and (a.moved is not None or a.deleted is not None):
                 incident.staying -= 1
@@ -850,6 +863,11 @@ class IncidentTracker(BatchFeed):
         for incident in evacuating:
             if incident.ended is None and incident.partitions and not incident.staying:
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
+
+    def _seen(self, pk: PartitionKey, part: PartitionRegistration | None, b: int) -> Seen:
+        """What :meth:`_follow_up` reads of the partition after the batch (``part``, None: gone) as broker ``b``
+        sees it: all its rules read of it."""
+        return seen_by(part, b)
 
     # -- state: hosted replicas, offline replicas, leaderless partitions --------------------------------------
 
@@ -953,9 +971,8 @@ class PartitionHistory(Protocol):
     ``pipelines.report.load``), which a :class:`SparseIncidentTracker` reads instead of replaying every partition
     record. A state "at" offset N is the one after every record that took effect by N."""
 
-    def states(self, keys: Iterable[PartitionKey],
-               offset: int) -> Mapping[PartitionKey, tuple[str, PartitionRegistration]]:
-        """Those of ``keys`` that exist at ``offset``: each with its topic's name and its registration."""
+    def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
+        """The columns of :class:`FollowedStates` for each (partition, broker) of ``pairs`` at ``offset``."""
 
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> Mapping[PartitionKey, int]:
         """For each of ``keys``, the first offset after ``after`` at which its state changes (absent: never)."""
@@ -1049,15 +1066,35 @@ class HostedChange:
         """Of the incident's partitions, those the broker no longer holds where it was hit after the batch
         (:func:`_moved` on the registration after it); a partition gone in the batch is not among them."""
         return [pk for pk, now, d in zip(self.keys, self.exists_after, self.directories_after, strict=True)
-                if now and pk in incident.partitions and (d is None or (
-                    incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
-                    and d != incident.directory))]
+                if now and pk in incident.partitions and _moved(incident, d)]
+
+
+@dataclass(frozen=True, slots=True)
+class FollowedStates:
+    """What a batch's follow-ups read (:meth:`IncidentTracker._follow_up`) of the partitions followed: for each
+    (partition, broker) pair asked for — a followed partition and the broker of an incident that follows it — the
+    partition's state after the batch as that broker sees it (:data:`Seen`: its leader, the broker's ISR membership
+    and directory of it). A store reads these three off its columns without building a registration."""
+
+    pairs: Sequence[tuple[PartitionKey, int]]
+    #: Each pair's :data:`Seen` (None: the partition is gone).
+    seen: Sequence[Seen]
+
+    @classmethod
+    def of_registrations(cls, pairs: Sequence[tuple[PartitionKey, int]],
+                         states: Mapping[PartitionKey, PartitionRegistration]) -> FollowedStates:
+        """The states read off the registrations themselves (``states``: those of the partitions that exist), by
+        :func:`seen_by`: what a store's must equal."""
+        return cls(pairs=list(pairs), seen=[seen_by(states.get(pk), b) for pk, b in pairs])
+
+    def by_pair(self) -> dict[tuple[PartitionKey, int], Seen]:
+        return dict(zip(self.pairs, self.seen, strict=True))
 
 
 class SparseIncidentTracker(IncidentTracker):
     """The :class:`IncidentTracker`'s incidents without replaying every batch: the same rules (its own methods),
-    run only at the batches where they can change something, on images that hold only the partitions those rules
-    read there, taken from a :class:`PartitionHistory`.
+    run only at the batches where they can change something, on images that hold the brokers alone; what those
+    rules read of the partitions there comes as columns from a :class:`PartitionHistory`.
 
     Why that is enough: an incident starts or ends only in a batch that changes a broker's registration (the broker
     records are replayed, a few hundred in a log of millions); it reads the broker's hosted partitions as they were
@@ -1065,7 +1102,9 @@ class SparseIncidentTracker(IncidentTracker):
     directory the broker no longer lists (a failed disk's) — an unchanged partition in an online directory can
     neither have lost anything in the batch nor be on the failed disk. Those are read as columns
     (``hosted_change``), and the rules that pick an incident's partitions run over the columns
-    (:class:`HostedChange`), so a broker change builds no registration. A followed partition can only recover,
+    (:class:`HostedChange`), so a broker change builds no registration; nor does a follow-up, which reads of a
+    followed partition only its leader, ISR membership and directory as each following broker sees it
+    (:class:`FollowedStates`, the tracker's :meth:`_seen`). A followed partition can only recover,
     move or go at a batch that changes its state (``next_changes``) — a state that held already would have been
     seen at the previous change — except where it already held when the incident started: then the tracker sees it
     at the next batch with any record on the partition (``next_touches``), or at its deletion if that comes first.
@@ -1078,6 +1117,7 @@ class SparseIncidentTracker(IncidentTracker):
                  max_series_points: int = 10_000) -> None:
         self._sparse = False
         self._changes: dict[int, HostedChange] = {}
+        self._seen_after: dict[tuple[PartitionKey, int], Seen] = {}
         super().__init__(image, max_closed_incidents=max_closed_incidents, max_series_points=max_series_points)
         # The base image's incidents are found by the tracker's own seeding (it indexes the whole image once); the
         # index of hosted partitions it built is not read again (a broker change reads ``hosted_change``).
@@ -1096,6 +1136,13 @@ class SparseIncidentTracker(IncidentTracker):
     def _add_point(self, at: LogPosition) -> None:
         if not self._sparse:
             super()._add_point(at)
+
+    def _seen(self, pk: PartitionKey, part: PartitionRegistration | None, b: int) -> Seen:
+        # The followed partitions' states from the columns of :meth:`PartitionHistory.followed` (set by :meth:`run`
+        # for the batch, every followed partition with each broker following it), not from registrations.
+        if not self._sparse:
+            return super()._seen(pk, part, b)
+        return self._seen_after[(pk, b)]
 
     # A broker change's incidents from the columns of :meth:`PartitionHistory.hosted_change` (``_changes``, set by
     # :meth:`run` for the batch), not from registrations in the images: the same rules, one column at a time.
@@ -1171,9 +1218,9 @@ class SparseIncidentTracker(IncidentTracker):
                         raise InputError(f"the record at offset {entry.offset} is not a broker record")
                     named[broker] = (entry.offset, _trigger_of(rec))
                 after = delta.apply()
-            # What the batch's rules read: its broker changes read the changed brokers' hosted partitions before
-            # and after the batch, as columns (``hosted_change``); the follow-ups read only the followed partitions
-            # after it, as registrations.
+            # What the batch's rules read, as columns: its broker changes read the changed brokers' hosted
+            # partitions before and after the batch (``hosted_change``); the follow-ups read the followed partitions
+            # after it, as each broker following one sees it (``followed``).
             self._changes = {}
             for b in sorted(named):
                 reg = after.cluster.brokers.get(b)
@@ -1181,10 +1228,15 @@ class SparseIncidentTracker(IncidentTracker):
                     continue
                 self._changes[b] = partitions.hosted_change(
                     b, prev, end, frozenset(reg.directories) if reg is not None else None)
+            # Every followed partition with the broker of each incident following it (a pair twice where two open
+            # incidents of one broker follow it: cheaper read twice than hashed into a set).
+            self._seen_after = partitions.followed(
+                [(pk, i.broker_id) for pk in touched for i, _ in self._watch[pk]], end).by_pair() if touched else {}
             first_new = self._next_id
-            self._observe(_partial(cluster, {}, prev), _partial(after, partitions.states(touched, end), end),
-                          dict.fromkeys(sorted(touched, key=_pk_order), end), {}, named,
+            self._observe(_partial(cluster, prev), _partial(after, end), dict.fromkeys(sorted(touched, key=_pk_order),
+                                                                                       end), {}, named,
                           LogPosition(end, first_times[k]))
+            self._seen_after = {}
             cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)
             open_dirs.append(len(self._open_dirs))
             # What to look at next: the partitions followed on after this batch, at their next change, or their
@@ -1220,17 +1272,10 @@ class SparseIncidentTracker(IncidentTracker):
         return open_dirs
 
 
-def _partial(image: MetadataImage, states: Mapping[PartitionKey, tuple[str, PartitionRegistration]],
-             offset: int) -> MetadataImage:
-    """``image``'s features and brokers with only the partitions in ``states``, at ``offset``."""
-    topics: dict[Uuid, dict[int, PartitionRegistration]] = {}
-    names: dict[Uuid, str] = {}
-    for (tid, pid), (name, part) in states.items():
-        topics.setdefault(tid, {})[pid] = part
-        names[tid] = name
-    by_id = {tid: TopicImage(name=names[tid], id=tid, partitions=parts) for tid, parts in topics.items()}
-    return MetadataImage(features=image.features, cluster=image.cluster,
-                         topics=TopicsImage(by_id, {t.name: tid for tid, t in by_id.items()}), last_offset=offset)
+def _partial(image: MetadataImage, offset: int) -> MetadataImage:
+    """``image``'s features and brokers without partitions, at ``offset``: all the sparse tracker's rules read of an
+    image (the partitions they read come as columns)."""
+    return MetadataImage(features=image.features, cluster=image.cluster, last_offset=offset)
 
 
 # -- one replay, every history the report needs -----------------------------------------------------------------

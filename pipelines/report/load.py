@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from typing import Any
 from jbod_model.controller.controller import ReferenceController
 from jbod_model.errors import InputError
 from jbod_model.gaps import GapConsequences
-from jbod_model.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration
+from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.meta_properties import DirInventory, inventory
 from jbod_model.metadata_version import FEATURE_NAME
@@ -49,12 +49,14 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.report import (
     DirectoryPaths,
+    FollowedStates,
     HostedChange,
     LogPosition,
     PartitionKey,
     ReplicaKey,
     ReportHistory,
     ReportTracker,
+    Seen,
     SparseIncidentTracker,
     run_and_track,
 )
@@ -213,19 +215,14 @@ class TablePartitions:
 
     Held compactly, since at 200 k partitions there are over a million versions and millions of replica versions:
     offsets and row numbers in ``array('q')`` (8 bytes each, where a list of ints costs about 40), the repeated
-    strings (topic names, directory ids) dictionary-encoded, only the columns a registration needs kept as Arrow,
-    and a registration built only when asked for."""
+    strings (topic names, directory ids) dictionary-encoded, and only the columns the incident rules read (the
+    topic's name, the replicas, their directories, the ISR and the leader): no registration is ever built."""
 
-    _COLUMNS = ("topic_name", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
-                "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr")
-    #: A registration's list columns, in the order :meth:`PartitionRegistration.from_fields` takes them, and its
-    #: scalar columns (after them, in that order too).
-    _LISTS = ("replicas", "directories", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas",
-              "last_known_elr")
-    _SCALARS = ("leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
+    _COLUMNS = ("topic_name", "replicas", "isr", "leader", "directories")
+    #: The list columns, in the order ``_lists`` holds them (:meth:`_holding` names them by position).
+    _LISTS = ("replicas", "directories", "isr")
 
-    def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None, *,
-                 kept: int = 50_000) -> None:
+    def __init__(self, tables: Path, cluster: str, upto: int | None, snapshot: int | None) -> None:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
         import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -265,23 +262,18 @@ class TablePartitions:
         # The versions without a leader, for the series' counts (leader_spans).
         no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
         self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
-        # What a registration is built from: the names and directory ids as indices into their distinct values.
+        # The names and directory ids as indices into their distinct values.
         names, self._topic_names = _encoded(versions.column("topic_name"))
         directories, texts = _encoded_lists(versions.column("directories"))
         self._directory_ids = [Uuid.from_string(d) for d in texts]
-        # Every column as plain arrays (a list column as its values and each row's first index): a registration is
-        # then a few slices, where an Arrow ``take`` and ``to_pylist`` of the rows cost a millisecond a call and
-        # tens of microseconds a row — the tracker's innermost loop builds a million of them at 200 k partitions.
+        # Every column as plain arrays (a list column as its values and each row's first index): a follow-up reads
+        # a few items of them (:meth:`followed`), where an Arrow ``take`` and ``to_pylist`` of the rows cost a
+        # millisecond a call and tens of microseconds a row.
         self._names = _ints(names, "i")
-        self._scalars = tuple(_ints(versions.column(c), "q") for c in self._SCALARS)
+        self._leader = _ints(versions.column("leader"), "q")
         self._lists = tuple(_flat(directories if c == "directories" else versions.column(c)) for c in self._LISTS)
         del versions, names, directories
         _release_arrow()
-        # The registrations built lately, by row, in two generations of at most ``kept`` (see :meth:`states`):
-        # some 25 MB each at the default.
-        self._kept = kept
-        self._built: dict[int, tuple[str, PartitionRegistration]] = {}
-        self._built_before: dict[int, tuple[str, PartitionRegistration]] = {}
         # The replicas' versions, read at the first ``hosted_change`` (:meth:`_read_replicas`; None until then).
         self._replica_dirs: list[Uuid] = []
         self._replica_partitions: Any = None
@@ -301,44 +293,34 @@ class TablePartitions:
         self._np_lists: list[tuple[Any, Any]] = []
         self._listed: dict[tuple[int, int], tuple[Any, Any]] = {}
 
-    def states(self, keys: Iterable[PartitionKey],
-               offset: int) -> dict[PartitionKey, tuple[str, PartitionRegistration]]:
-        # The row of each partition's version at ``offset``, if it existed then. Inline, not a method per key: this is
-        # the tracker's innermost loop (millions of lookups at 200 k partitions).
+    def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
+        # The row of each partition's version at ``offset``, if it existed then, and three items of it. Inline, not
+        # a method per pair: the follow-ups read hundreds of thousands at 200 k partitions, a few per batch, too few
+        # for numpy's per-call cost.
         index, firsts, starts, ends, right = self._index, self._firsts, self._starts, self._ends, bisect.bisect_right
-        # The registrations built are kept in two generations of at most ``kept`` each, the older
-        # dropped when the newer fills: a partition is read again soon (at the end of one batch and the start of
-        # the next, at a broker's fencing and its unfencing), while keeping every version built would hold the whole
-        # history in memory.
-        cache, older = self._built, self._built_before
-        uuid_of, names, topic = self._directory_ids.__getitem__, self._topic_names, self._names
-        (rv, ro), (dv, do), (iv, io), (mv, mo), (av, ao), (ev, eo), (kv, ko) = self._lists
-        leader, lrs, le, pe = self._scalars
-        make = PartitionRegistration.from_fields
-        out: dict[PartitionKey, tuple[str, PartitionRegistration]] = {}
-        for pk in keys:
+        (rv, ro), (dv, do), (iv, io) = self._lists
+        leader, uuid_of = self._leader, self._directory_ids
+        seen: list[Seen] = []
+        for pk, b in pairs:
             k = index.get(pk)
             if k is None:
+                seen.append(None)
                 continue
             lo = firsts[k]
             i = right(starts, offset, lo, firsts[k + 1]) - 1
             if i < lo or ends[i] <= offset:
+                seen.append(None)
                 continue
-            state = cache.get(i)
-            if state is None:
-                state = older.get(i)
-                if state is None:
-                    j = i + 1
-                    state = (names[topic[i]], make(
-                        tuple(rv[ro[i]:ro[j]]), tuple(map(uuid_of, dv[do[i]:do[j]])), tuple(iv[io[i]:io[j]]),
-                        tuple(mv[mo[i]:mo[j]]), tuple(av[ao[i]:ao[j]]), tuple(ev[eo[i]:eo[j]]),
-                        tuple(kv[ko[i]:ko[j]]), leader[i], lrs[i], le[i], pe[i]))
-                if len(cache) >= self._kept:
-                    self._built_before, older = cache, cache
-                    self._built = cache = {}
-                cache[i] = state
-            out[pk] = state
-        return out
+            j = i + 1
+            replicas = rv[ro[i]:ro[j]]
+            if b not in replicas:
+                seen.append((leader[i], b in iv[io[i]:io[j]], None))
+                continue
+            if do[j] - do[i] != len(replicas):
+                raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories "
+                                 "do not match its replicas")
+            seen.append((leader[i], b in iv[io[i]:io[j]], uuid_of[dv[do[i] + replicas.index(b)]]))
+        return FollowedStates(pairs=pairs, seen=seen)
 
     def hosted_change(self, broker_id: int, before: int, after: int,
                       online: frozenset[Uuid] | None) -> HostedChange:
@@ -391,16 +373,16 @@ class TablePartitions:
         return self._replica_partitions[lo:hi][live], self._replica_directories[lo:hi][live]
 
     def _rows_at(self, partitions: Any, offset: int) -> Any:
-        """The row of each partition's version at ``offset`` (-1: none then), as :meth:`states` finds one."""
+        """The row of each partition's version at ``offset`` (-1: none then), as :meth:`followed` finds one."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         if self._np_keyed is None:
             self._np_starts = np.frombuffer(self._starts, np.int64)
             self._np_ends = np.frombuffer(self._ends, np.int64)
             self._np_firsts = np.frombuffer(self._firsts, np.int64)
-            self._np_leader = np.frombuffer(self._scalars[0], np.int64)
+            self._np_leader = np.frombuffer(self._leader, np.int64)
             self._np_names = np.frombuffer(self._names, np.int32)
-            self._np_lists = [(np.frombuffer(v, np.int32), np.frombuffer(f, np.int64)) for v, f in self._lists[:3]]
+            self._np_lists = [(np.frombuffer(v, np.int32), np.frombuffer(f, np.int64)) for v, f in self._lists]
             # The rows are ordered by partition, then start: one sorted key, the partition above the start.
             self._np_base = int(self._np_starts.min()) if len(self._np_starts) else 0
             self._np_keyed = (np.frombuffer(self._key_index, np.int64) << _START_BITS) + (
@@ -439,15 +421,15 @@ class TablePartitions:
         its start and end offsets (an open end: :data:`_OPEN`)."""
         if self._replica_partitions is not None:
             return
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
         import pyarrow.compute as pc  # noqa: PLC0415
 
         from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
 
         bound = -1 if self._upto is None else self._upto
-        replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound, ["directory"])
-        replicas = replicas.take(pc.sort_indices(replicas, sort_keys=[("broker_id", "ascending")]))
-        replicas = replicas.combine_chunks()
+        replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound,
+                                   ["directory"]).combine_chunks()
         # Millions of replica versions name a few hundred directories and the partitions held already: keep each
         # as an index (a replica's partition has a version whenever the replica has one: the job writes both from
         # the same records).
@@ -458,19 +440,21 @@ class TablePartitions:
                              f"cluster {self._cluster}, which partition_history has no version of")
         dirs, dir_ids = _encoded(replicas.column("directory"))
         self._replica_dirs = [Uuid.from_string(d) for d in dir_ids]
-        self._replica_partitions = index.cast(pa.int32()).to_numpy()
-        self._replica_directories = dirs.cast(pa.int32()).to_numpy()
-        self._replica_starts = pc.fill_null(replicas.column("start"), _OPEN).cast(pa.int64()).to_numpy()
-        self._replica_ends = pc.fill_null(replicas.column("end"), _OPEN).cast(pa.int64()).to_numpy()
-        brokers = replicas.column("broker_id")
+        # By broker, each broker's rows in the order read (a stable sort of the broker ids alone: Arrow's sort and
+        # ``take`` of the whole table, topic id strings and all, cost a second at 200 k partitions).
+        brokers = replicas.column("broker_id").cast(pa.int64()).to_numpy()
+        order = np.argsort(brokers, kind="stable")
+        brokers = brokers[order]
+        self._replica_partitions = index.cast(pa.int32()).to_numpy()[order]
+        self._replica_directories = dirs.cast(pa.int32()).to_numpy()[order]
+        self._replica_starts = pc.fill_null(replicas.column("start"), _OPEN).cast(pa.int64()).to_numpy()[order]
+        self._replica_ends = pc.fill_null(replicas.column("end"), _OPEN).cast(pa.int64()).to_numpy()[order]
         # Each broker's rows are one range: where the broker differs from the previous row's.
-        n = replicas.num_rows
+        n = len(brokers)
         if n:
-            firsts = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(
-                brokers.slice(1), brokers.slice(0, n - 1))).to_pylist())]
-            self._broker_rows = {brokers[lo].as_py(): (lo, hi)
-                                 for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
-        del replicas, names, index, dirs
+            firsts = [0, *(np.flatnonzero(brokers[1:] != brokers[:-1]) + 1).tolist()]
+            self._broker_rows = {int(brokers[lo]): (lo, hi) for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
+        del replicas, names, index, dirs, brokers, order
         _release_arrow()
 
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:

@@ -6,8 +6,9 @@ unregisters or re-registers brokers, or drops a disk from their registration, be
 moved away or lost, the ISR shrunk, a replica moved to another disk or off the broker), then batches that follow the
 partitions up (changes, records that change nothing but the epoch, unfencing). The sparse tracker reads the states
 from the images themselves (:class:`_Images`, a :class:`~jbod_model.report.PartitionHistory` whose columns are read
-off the registrations by :meth:`HostedChange.of_registrations`); ``tests/pipelines/report/test_sparse_incidents.py``
-checks that the tables' columns equal those."""
+off the registrations by :meth:`HostedChange.of_registrations` and, for the follow-ups,
+:meth:`FollowedStates.of_registrations`); ``tests/pipelines/report/test_sparse_incidents.py`` checks that the tables'
+columns equal those."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from jbod_model.records.metadata import (
     UnregisterBrokerRecord,
 )
 from jbod_model.replay import replay_entries
-from jbod_model.report import HostedChange, IncidentTracker, PartitionKey, SparseIncidentTracker
+from jbod_model.report import FollowedStates, HostedChange, IncidentTracker, PartitionKey, SparseIncidentTracker
 from jbod_model.uuid import Uuid
 
 BROKERS = (1, 2, 3)
@@ -166,10 +167,8 @@ class _Images:
                 image = later
         return {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
 
-    def states(self, keys: Iterable[PartitionKey],
-               offset: int) -> dict[PartitionKey, tuple[str, PartitionRegistration]]:
-        at = self._at(offset)
-        return {pk: at[pk] for pk in keys if pk in at}
+    def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
+        return FollowedStates.of_registrations(pairs, {pk: part for pk, (_, part) in self._at(offset).items()})
 
     def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         # A change of anything but the epochs (a record that changes nothing else only touches the partition):

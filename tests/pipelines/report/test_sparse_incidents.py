@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import pytest
 from report_support import batches, register
 from test_quality_support import write_lakehouse
 
@@ -23,7 +22,7 @@ from jbod_model.records.metadata import (
     Record,
     TopicRecord,
 )
-from jbod_model.report import HostedChange, IncidentKind, ReportHistory, ReportTracker, Resolution
+from jbod_model.report import FollowedStates, HostedChange, IncidentKind, ReportHistory, ReportTracker, Resolution
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import metadata_image
 from pipelines.report.load import TablePartitions, load_from_tables
@@ -92,11 +91,9 @@ def test_a_replica_moved_off_the_disk_in_the_failure_batch_is_dated_by_its_next_
     assert moved[2] is not None and moved[2].offset == 10  # dated by that record
 
 
-@pytest.mark.parametrize("kept", [1, 2, 100_000])
-def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path, kept: int) -> None:
-    """What :class:`TablePartitions` gives the sparse tracker (the states and each broker's hosted replicas) is the
-    tables' image at each offset, whether it keeps one registration built, two, or all of them: read in the order
-    the tracker reads (each offset twice over, as a batch's end and the next one's start)."""
+def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path) -> None:
+    """What :class:`TablePartitions` gives the sparse tracker (the followed partitions' states and each broker's
+    hosted replicas, as columns) is what the tables' image at each offset gives."""
     failure = (60, [
         PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
         PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
@@ -107,13 +104,15 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
     entries = batches(*PRELUDE, failure, *RECOVERY, leaves)
     write_lakehouse(tmp_path, "c", entries, batch_size=3)
     last = entries[-1].offset
-    partitions = TablePartitions(tmp_path, "c", last, None, kept=kept)
-    keys = [(ORDERS, p) for p in range(3)]
+    partitions = TablePartitions(tmp_path, "c", last, None)
+    # Every partition (and one never created) with every broker, a replica of it or not: the follow-ups' columns.
+    pairs = [((ORDERS, p), b) for p in range(4) for b in (1, 2, 3)]
     images = {}
-    for offset in [n for n in range(last + 1) for _ in range(2)]:
+    for offset in range(last + 1):
         image = metadata_image(tmp_path, "c", offset)
-        want = images[offset] = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
-        assert partitions.states(keys, offset) == want
+        images[offset] = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
+        assert partitions.followed(pairs, offset) == FollowedStates.of_registrations(
+            pairs, {pk: part for pk, (_, part) in images[offset].items()})
     # What a broker change reads as columns (``hosted_change``) is what the registrations give, between any two
     # offsets, with the broker's directories after it or without (unregistered): the broker's partitions that
     # changed in between or sit in a directory not listed.
