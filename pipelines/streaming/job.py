@@ -44,6 +44,7 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.processor import (
+    BULK_READ_ROWS,
     OUTPUT_SCHEMA,
     ClusterReplayProcessor,
     batch_rows,
@@ -345,7 +346,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             stop_when: Callable[[], bool] | None = None,
             policy: ReadPolicy = "fail", on_batch: Callable[[BatchStats], None] | None = None,
             on_session: Callable[[], None] | None = None, buckets: int | None = None,
-            splits: int | None = None, min_split_entries: int | None = None) -> RunSummary:
+            splits: int | None = None, min_split_entries: int | None = None,
+            bulk_read_rows: int | None = None) -> RunSummary:
     """Replay ``inputs`` (metadata log dirs, JSONL, dump text; several clusters at once) into Delta tables under
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
@@ -358,7 +360,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     Spark session is up (its start takes seconds: a progress display says what it waits for). ``buckets``: replay
     buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint). ``splits``: tasks that read
     one cluster's range of a micro-batch (default: the session's default parallelism, its cores;
-    ``pipelines.streaming.source.split_range``), of at least ``min_split_entries`` offsets each.
+    ``pipelines.streaming.source.split_range``), of at least ``min_split_entries`` offsets each. A bucket's batch of
+    at least ``bulk_read_rows`` rows reads its state whole (default :data:`BULK_READ_ROWS`).
     """
     if not inputs:
         raise InputError("no input given")
@@ -412,8 +415,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     started = time.monotonic()
     stream = session.readStream.format(SOURCE_NAME).options(**options).load()
     replayed = stream.groupBy("cluster_id", "bucket").transformWithStateInPandas(
-        statefulProcessor=ClusterReplayProcessor(bucket_count), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
-        timeMode="None")
+        statefulProcessor=ClusterReplayProcessor(bucket_count, BULK_READ_ROWS if bulk_read_rows is None
+                                                 else bulk_read_rows),
+        outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
     try:
         if follow:

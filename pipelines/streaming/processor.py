@@ -641,8 +641,9 @@ class ClusterReplayProcessor(StatefulProcessor):
     """``transformWithStateInPandas`` processor: one grouping key per (cluster, replay bucket) — see the module
     docstring and ``jbod_model.buckets``."""
 
-    def __init__(self, buckets: int = 1) -> None:
+    def __init__(self, buckets: int = 1, bulk_read_rows: int = BULK_READ_ROWS) -> None:
         self._buckets = check_buckets(buckets)
+        self._bulk_read_rows = bulk_read_rows
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._meta: ValueState = handle.getValueState("meta", _META_SCHEMA)
@@ -658,7 +659,8 @@ class ClusterReplayProcessor(StatefulProcessor):
         packets = sorted(((int(s), p) for frame in rows for s, p in zip(frame["seq"], frame["rows"], strict=True)),
                          key=lambda packet: packet[0])
         records = [row for _seq, packet in packets for row in unpack_rows(cluster_id, packet)]
-        sink = replay_bucket(cluster_id, records or None, self._meta, self._maps, bucket, self._buckets, self._gap)
+        sink = replay_bucket(cluster_id, records or None, self._meta, self._maps, bucket, self._buckets, self._gap,
+                             bulk_read_rows=self._bulk_read_rows)
         yield from output_packets(sink, bucket)
 
     def close(self) -> None:
@@ -741,11 +743,13 @@ def cyclic_gc_paused() -> Iterator[None]:
 @cyclic_gc_paused()
 def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | None, meta_state: ValueState,
                   maps: Mapping[str, MapState],
-                  bucket: int = 0, buckets: int = 1, gap_state: ValueState | None = None) -> RowSink:
+                  bucket: int = 0, buckets: int = 1, gap_state: ValueState | None = None, *,
+                  bulk_read_rows: int | None = None) -> RowSink:
     """Replay one cluster bucket's rows of one micro-batch; store the changed keys; return its output. A record
     that cannot replay after a range the source skipped (a ``gap`` row, policy ``skip``, sent to every bucket;
     ``gap_state`` keeps the last one across micro-batches) is left out and written to ``log_gaps`` as its
-    consequence, as the CLI's replay does (:mod:`jbod_model.gaps`)."""
+    consequence, as the CLI's replay does (:mod:`jbod_model.gaps`). A batch of at least ``bulk_read_rows`` rows
+    (default :data:`BULK_READ_ROWS`) reads the state whole (:class:`StateStore`)."""
     meta = meta_state.get() if meta_state.exists() else None
     _last_offset, pending_text, controller_text, halted, origin, stored_buckets = (
         meta if meta is not None else (None, None, None, None, None, None))
@@ -761,7 +765,8 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
     sink = RowSink(cluster_id, origin, bucket, 1 if origin == "jsonl" else buckets, snapshot_index)
     if halted is not None or not records:
         return sink
-    store = StateStore(maps, meta, bulk=len(records) >= BULK_READ_ROWS)
+    store = StateStore(maps, meta,
+                       bulk=len(records) >= (BULK_READ_ROWS if bulk_read_rows is None else bulk_read_rows))
     pending = entries_from_text(pending_text) if pending_text else ()
     replayer = IncrementalReplayer(store, pending, group_replicas=True)
     controller: ReferenceController | None = None

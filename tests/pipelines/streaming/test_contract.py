@@ -44,12 +44,14 @@ def _run(spark: SparkSession, inputs: list[Path], tmp: Path, size: int | None, *
     return tables
 
 
-@pytest.mark.parametrize("size", [None, 25])
-def test_generated_metadata_dir(spark: SparkSession, tmp_path: Path, size: int | None) -> None:
+@pytest.mark.parametrize(("size", "bulk_read_rows"), [(None, None), (25, None), (25, 1)])
+def test_generated_metadata_dir(spark: SparkSession, tmp_path: Path, size: int | None,
+                                bulk_read_rows: int | None) -> None:
+    """``bulk_read_rows=1``: every batch reads its state whole (Spark's ``MapState.iterator``), as big ones do."""
     entries = churn_log(MEDIUM)
     root = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="medium", records_per_segment=50)
     # Each micro-batch's range read by three tasks at once (pipelines.streaming.source.split_range).
-    tables = _run(spark, [root], tmp_path, size, splits=3, min_split_entries=5)
+    tables = _run(spark, [root], tmp_path, size, splits=3, min_split_entries=5, bulk_read_rows=bulk_read_rows)
     assert clusters(tables) == ["medium"]
     assert_tables_match_model(tables, [root], "medium", step_offsets(entries, limit=25))
     # Bronze holds every record once, with its provenance.
