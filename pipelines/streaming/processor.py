@@ -104,27 +104,30 @@ def _sink_schema(table: str) -> pa.Schema:
 #: Output rows per output packet.
 OUTPUT_PACKET_ROWS = 50_000
 
-#: Buckets per broker of the broker → partitions index: listing a broker is this many state reads (≈ 100 µs each,
-#: a round trip to the JVM), adding a partition to it rewrites one of them. 64 made the index reads a tenth of the
-#: operator's time on the 20 k cluster (every batch fences or restarts most brokers). Fixed in the checkpoint
-#: (state layout 4): changing it needs a new one.
-BROKER_INDEX_BUCKETS = 8
+#: Buckets per broker of the broker → partitions index: listing a broker is this many state reads (each a round trip
+#: to the JVM), adding a partition to it rewrites one of them. 64 made the index reads a tenth of the operator's time
+#: on the 20 k cluster (every batch fences or restarts most brokers); with 8, a 200 k batch still rewrote 70 % of the
+#: index's values, one call each (layout 7: 2; docs/state-design.md, "eleventh round"). Fixed in the checkpoint:
+#: changing it needs a new one.
+BROKER_INDEX_BUCKETS = 2
 
 
 #: Chunks of a cluster bucket's ``partitions`` state: a state value holds every partition of one chunk, so a batch
 #: makes one read and at most one write per chunk it touches instead of one per partition (each call is a round trip
 #: to the JVM, ≈ 85 µs). A chunk keeps each partition's text apart (``codec.chunk_to_text``, state layout 5): a
-#: batch parses only the partitions the model asks for and serializes only those it changed. Fixed in the
-#: checkpoint: changing it needs a new one.
-PARTITION_CHUNKS = 256
+#: batch parses only the partitions the model asks for and serializes only those it changed. A batch of a few
+#: thousand rows touches every chunk, whatever their number, so fewer chunks are fewer writes of the same bytes
+#: (layout 7: 64, was 256); a batch of one record rewrites a 64th of its bucket's partitions. Fixed in the checkpoint:
+#: changing it needs a new one.
+PARTITION_CHUNKS = 64
 
 
 #: A bucket's micro-batch of at least this many input rows reads each state variable it asks about whole, in one
 #: streamed call (``MapState.iterator``: the JVM sends up to 10,000 pairs a round trip), instead of one call per key.
-#: Such a batch touches nearly every partition chunk (2,000 rows over 256 chunks leave one in 2,500 untouched), asks
-#: for most topics and brokers, and every call is a round trip whose latency, on a box whose cores the job keeps busy,
-#: is mostly waiting for the other side to be scheduled (docs/state-design.md, "eleventh round"). Smaller batches — an
-#: incremental run's last one, a streaming job's trickle — read only the keys they ask for.
+#: Such a batch touches every partition chunk (2,000 rows over 64 chunks, ≈ 31 a chunk), asks for most topics and
+#: brokers, and every call is a round trip whose latency, on a box whose cores the job keeps busy, is mostly waiting
+#: for the other side to be scheduled (docs/state-design.md, "eleventh round"). Smaller batches — an incremental
+#: run's last one, a streaming job's trickle — read only the keys they ask for.
 BULK_READ_ROWS = 2_000
 
 #: Of the brokers a bulk-reading batch lists the partitions of (``partitions_on_broker``), the share after which the

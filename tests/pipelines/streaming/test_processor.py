@@ -371,14 +371,20 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
     layout4 = tmp_path / "layout4"
     layout4.mkdir()
     (layout4 / "kraft-jbod-state.json").write_text('{"version": 4, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 6"):
+    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 7"):
         check_state_layout(layout4, 4)
     # Layout 5's broker index held the partition keys alone; this job reads them grouped by directory.
     layout5 = tmp_path / "layout5"
     layout5.mkdir()
     (layout5 / "kraft-jbod-state.json").write_text('{"version": 5, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 5, this job writes layout 6"):
+    with pytest.raises(JbodError, match="holds state layout 5, this job writes layout 7"):
         check_state_layout(layout5, 4)
+    # Layout 6 kept 256 partition chunks and 8 index buckets per broker; a key would be looked for in another one.
+    layout6 = tmp_path / "layout6"
+    layout6.mkdir()
+    (layout6 / "kraft-jbod-state.json").write_text('{"version": 6, "buckets": 4, "partitions": 2}')
+    with pytest.raises(JbodError, match="holds state layout 6, this job writes layout 7"):
+        check_state_layout(layout6, 4)
 
 
 class _FakeHandle:
