@@ -699,6 +699,7 @@ class IncidentTracker(BatchFeed):
         ts = at_end.timestamp
         if ts is not None:
             self._last_ts = ts
+        closed_before = len(self._closed)
         # 1. What became of partitions earlier incidents hit (before this batch's own incidents start: a leader
         #    lost and re-elected in one batch was never missing). Follow-ups are dated by their batch: the
         #    controller answers one AlterPartition or reassignment with one batch, and the timeline groups by it.
@@ -710,6 +711,7 @@ class IncidentTracker(BatchFeed):
         for b in changed:
             offset, trigger = brokers[b]
             self._broker_transition(b, before, after, LogPosition(offset, ts), trigger)
+        self._forget_closed(closed_before)
         # 3. Indexes and the series.
         for pk, offset in gone.items():
             self._index(after, pk, before.topics.get_partition(*pk), None, LogPosition(offset, ts))
@@ -816,12 +818,26 @@ class IncidentTracker(BatchFeed):
             if _settled(incident, a):
                 self._unwatch(pk, incident)
         self._closed.append(incident.id)
+
+    def _forget_closed(self, first: int) -> None:
+        """Keep at most ``max_closed_incidents`` closed incidents, forgetting the oldest. Those the batch closed (from
+        ``first`` on in ``_closed``) count as closed in the order they ended, then by id: the order a tracker visits
+        a batch's partitions in (the records' order in a replay, the keys' order in the sparse tracker) must not
+        decide which of them is forgotten."""
+        if len(self._closed) - first > 1:
+            batch = [self._closed.pop() for _ in range(len(self._closed) - first)]
+            self._closed.extend(sorted(batch, key=lambda i: (self._ended_offset(i), i)))
         if self._max_closed is not None:
             while len(self._closed) > self._max_closed:
                 old = self._incidents.pop(self._closed.popleft())
                 for pk in old.partitions:
                     self._unwatch(pk, old)
                 self._dropped += 1
+
+    def _ended_offset(self, incident_id: int) -> int:
+        ended = self._incidents[incident_id].ended
+        assert ended is not None
+        return ended.offset
 
     def _unwatch(self, pk: PartitionKey, incident: _Incident) -> None:
         watchers = [(i, a) for i, a in self._watch.get(pk, ()) if i is not incident]
