@@ -105,7 +105,7 @@ class _TreeMemory:
 
     Each process counts its proportional set size (``Pss`` in ``/proc/PID/smaps_rollup``): the Python workers are
     forked from one daemon and share its pages copy-on-write, which a sum of RSS would count once per worker. A
-    standalone cluster's master and workers are not under this process (started apart) and are not counted."""
+    ``standalone[N]`` run counts its master, workers and their executors too: this process starts them."""
 
     def __init__(self, interval: float = 0.5) -> None:
         self._interval = interval
