@@ -44,7 +44,6 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.processor import (
-    BULK_READ_ROWS,
     OUTPUT_SCHEMA,
     ClusterReplayProcessor,
     batch_rows,
@@ -362,7 +361,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     buckets per cluster (default :data:`DEFAULT_BUCKETS`; fixed into the checkpoint). ``splits``: tasks that read
     one cluster's range of a micro-batch (default: the session's default parallelism, its cores;
     ``pipelines.streaming.source.split_range``), of at least ``min_split_entries`` offsets each. A bucket's batch of
-    at least ``bulk_read_rows`` rows reads its state whole (default :data:`BULK_READ_ROWS`).
+    at least ``bulk_read_rows`` rows reads its state whole (default
+    :data:`pipelines.streaming.processor.BULK_READ_ROWS`).
     """
     if not inputs:
         raise InputError("no input given")
@@ -416,9 +416,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     started = time.monotonic()
     stream = session.readStream.format(SOURCE_NAME).options(**options).load()
     replayed = stream.groupBy("cluster_id", "bucket").transformWithStateInPandas(
-        statefulProcessor=ClusterReplayProcessor(bucket_count, BULK_READ_ROWS if bulk_read_rows is None
-                                                 else bulk_read_rows),
-        outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+        statefulProcessor=ClusterReplayProcessor(bucket_count, bulk_read_rows), outputStructType=OUTPUT_SCHEMA,
+        outputMode="Append", timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
     try:
         if follow:

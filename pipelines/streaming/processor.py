@@ -174,8 +174,9 @@ class StateStore:
         # Topic and directory ids parsed so far: a broker's index lists thousands of partitions of a few hundred
         # topics in a handful of directories.
         self._ids: dict[str, Uuid] = {}
-        # State variables read whole (bulk): name → key → value.
+        # State variables read whole (bulk): name → key → value; the partition chunks read whole go to _chunks.
         self._whole: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._all_chunks_read = False
         # The brokers' index values read so far ((broker, index bucket) → text or None), and the brokers listed.
         self._index: dict[tuple[int, int], str | None] = {}
         self._listed: set[int] = set()
@@ -211,8 +212,8 @@ class StateStore:
         if found is not None:
             return found
         if self._bulk:
-            if "partitions" not in self._whole:
-                self._whole["partitions"] = {}  # a mark: the chunks read whole are kept split, in _chunks
+            if not self._all_chunks_read:
+                self._all_chunks_read = True
                 for key, stored in self._h["partitions"].iterator():
                     self._chunks[int(key[0])] = chunk_from_text(stored[0])
                     self._stored_chunks.add(int(key[0]))
@@ -645,7 +646,7 @@ class ClusterReplayProcessor(StatefulProcessor):
     """``transformWithStateInPandas`` processor: one grouping key per (cluster, replay bucket) — see the module
     docstring and ``jbod_model.buckets``."""
 
-    def __init__(self, buckets: int = 1, bulk_read_rows: int = BULK_READ_ROWS) -> None:
+    def __init__(self, buckets: int = 1, bulk_read_rows: int | None = None) -> None:
         self._buckets = check_buckets(buckets)
         self._bulk_read_rows = bulk_read_rows
 
