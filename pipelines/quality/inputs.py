@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from jbod_model.errors import InputError
-from pipelines.lakehouse.tables import read_table
+from pipelines.lakehouse.tables import VERSIONED, history_table, read_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +41,19 @@ class TableSet:
     def table(self, name: str) -> pd.DataFrame:
         """The cluster's rows of ``name``. Read lazily, ``records`` leaves out its NoOpRecords (> 95 % of a real log;
         no rule reads them — only :meth:`clock` needs them, and reads its own columns); :meth:`load_all` keeps
-        them."""
+        them. A history table comes ordered by key and start (:func:`~pipelines.lakehouse.tables.history_table`:
+        the view's rows without its window functions, 5x cheaper on the millions of replica versions)."""
         if name not in self._frames:
             if self.tables_dir is None:
                 raise InputError(f"table {name} was not given")
-            filters: list[tuple[str, str, Any]] = [("cluster_id", "=", self.cluster_id)]
-            if name == "records":
-                filters.append(("type", "<>", "NO_OP_RECORD"))
-            self._frames[name] = read_delta(self.tables_dir / name, filters).to_pandas()
+            if name in VERSIONED and not VERSIONED[name][1]:
+                read = history_table(self.tables_dir, name, self.cluster_id)
+            else:
+                filters: list[tuple[str, str, Any]] = [("cluster_id", "=", self.cluster_id)]
+                if name == "records":
+                    filters.append(("type", "<>", "NO_OP_RECORD"))
+                read = read_delta(self.tables_dir / name, filters)
+            self._frames[name] = read.to_pandas()
         return self._frames[name]
 
     def clock(self) -> tuple[int, int | None]:

@@ -24,6 +24,7 @@ from pipelines.lakehouse.tables import (
     batch_tables,
     event_row,
     fold_versions,
+    history_table,
     read_table,
     table_schemas,
 )
@@ -73,6 +74,16 @@ def _read(root: Path, current: str, history: str) -> tuple[set[tuple[Any, ...]],
                     r["valid_from_offset"], r["valid_to_offset"]) for r in read_table(root, history).to_pylist()))
 
 
+def _same_as_the_view(root: Path) -> None:
+    """``history_table`` (no window functions) gives the view's rows, every column, ordered by key and start."""
+    got = history_table(root, ENTITY.history, "c")
+    view = read_table(root, ENTITY.history, "cluster_id = 'c'")
+    assert got.schema == view.schema
+    assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, view.to_pylist()))
+    order = [(r["topic_id"], r["partition_id"], r["broker_id"], r["valid_from_offset"]) for r in got.to_pylist()]
+    assert order == sorted(order)
+
+
 def _fold_tables(root: Path) -> int:
     assert ENTITY.current is not None
     return sum(fold_versions(DeltaTable(root / name), name) for name in (ENTITY.current, ENTITY.history))
@@ -100,6 +111,7 @@ def test_appends_leave_the_rows_a_fold_of_the_events_gives(tmp_path: Path, seed:
     current, history = _read(tmp_path, ENTITY.current, ENTITY.history)
     assert current == want_current
     assert len(history) == len(want_history) and set(history) == want_history
+    _same_as_the_view(tmp_path)
     # Folded, the stored rows are the resolved ones: one per live key, every version but the open ones closed.
     assert _fold_tables(tmp_path) > 0
     assert _fold_tables(tmp_path) == 0
@@ -109,6 +121,7 @@ def test_appends_leave_the_rows_a_fold_of_the_events_gives(tmp_path: Path, seed:
     assert {(r["topic_id"], r["partition_id"], r["broker_id"], r["directory"], r["offline"], r["valid_from_offset"],
              r["valid_to_offset"]) for r in stored_history.to_pylist()} == want_history
     assert (current, history) == _read(tmp_path, ENTITY.current, ENTITY.history)
+    _same_as_the_view(tmp_path)
 
 
 def test_a_table_of_the_merge_layout_is_refused_until_migrated(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from pipelines.lakehouse.tables import (
     dir_inventory_rows,
     directory_paths,
     entity_versions,
+    history_table,
     load_dir_inventory,
     log_entries,
     metadata_image,
@@ -128,6 +129,30 @@ def test_appended_rows_read_as_the_model_before_and_after_maintain_folds_them(tm
     for n in offsets:
         assert as_of_image(tmp_path, "c", n) == want[n], n
     assert sum(t.rows_folded for t in maintain(tmp_path, MaintenanceSettings(), only=names).tables) == 0
+
+
+def test_history_tables_read_without_the_view_give_its_rows(tmp_path: Path) -> None:
+    # Small batches: open versions a later row ends (offset and time), removal rows (topic deletions), then folded.
+    log = [dataclasses.replace(e, timestamp=1_700_000_000_000 + 10 * e.offset)
+           for e in churn_log(dataclasses.replace(SYNTHETIC, operations=80)) if isinstance(e, LogEntry)]
+    assert any(isinstance(e.record, RemoveTopicRecord) for e in log)
+    write_lakehouse(tmp_path, "c", log, batch_size=7)
+    histories = sorted(name for name, (_, current) in VERSIONED.items() if not current)
+
+    def same() -> None:
+        for name in histories:
+            got, view = history_table(tmp_path, name, "c"), read_table(tmp_path, name, "cluster_id = 'c'")
+            assert got.schema == view.schema, name
+            assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, view.to_pylist())), name
+
+    same()
+    derived = [r for r in history_table(tmp_path, "replica_assignment_history", "c").to_pylist()
+               if r["valid_to_offset"] is not None]
+    assert derived and all(r["valid_to_time"] is not None for r in derived)
+    assert maintain(tmp_path, MaintenanceSettings(), only=histories).ok
+    same()
+    with pytest.raises(InputError, match="not a history table"):
+        history_table(tmp_path, "partitions", "c")
 
 
 def _without_supported_features(image: MetadataImage) -> MetadataImage:
