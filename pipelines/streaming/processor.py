@@ -253,7 +253,9 @@ class StateStore:
         value = self._get("topics", (str(topic_id),))
         if value is None:
             return None
-        return StoredTopic(value[0], tuple((int(a), int(b)) for a, b in orjson.loads(value[1])))
+        # A bucket holds a hashed share of a topic's partitions: its ids are many short ranges (≈ 190 for 1,000
+        # partitions over 4 buckets), read by every batch that touches the topic; tuple(map(...)) builds them in C.
+        return StoredTopic(value[0], tuple(map(tuple, orjson.loads(value[1]))))
 
     def topic_ids(self) -> Iterable[Uuid]:
         return [Uuid.from_string(k[0]) for k in self._keys("topics")]
