@@ -4,7 +4,7 @@ Only encoding lives here: every value is built and read back through ``jbod_mode
 ``json_codec``, stream entries through ``jbod_model.stream``), so a state value always decodes into exactly the
 object the model produced. Broker registrations travel as their RegisterBrokerRecord at the newest metadata.version
 the model writes (nothing is lost at that version); partition registrations, the hot path of a large cluster, as a
-positional JSON array, many of them in one chunk of lines (:func:`chunk_to_text`).
+positional JSON array, many of them in one chunk of lines (:class:`PartitionChunk`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -48,49 +48,102 @@ def broker_from_text(text: str) -> BrokerRegistration:
     return BrokerRegistration.from_record(record)
 
 
-def partition_to_json(p: PartitionRegistration) -> list[Any]:
-    """A partition registration as a positional JSON array (see :func:`partition_to_text`)."""
-    return [list(p.replicas), [str(d) for d in p.directories], list(p.isr), list(p.removing_replicas),
-            list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader, p.leader_recovery_state,
-            p.leader_epoch, p.partition_epoch]
+#: A chunk's directory table is rebuilt from the ids its partitions use once it holds more than this many: a table
+#: only grows while the chunk is rewritten (see :class:`PartitionChunk`), and directories are replaced over a
+#: cluster's life. A cluster has a few hundred directories; at 1,024 ids (≈ 24 KB) a table is still a fraction of
+#: a chunk of a large cluster.
+CHUNK_DIRECTORY_TABLE_MAX = 1024
 
 
-def partition_to_text(p: PartitionRegistration) -> str:
-    return dumps(partition_to_json(p))
+def _partition_text(p: PartitionRegistration, directory_index: Callable[[Uuid], int]) -> str:
+    """A partition registration as a positional JSON array, its directories as indices into its chunk's table."""
+    return dumps([list(p.replicas), [directory_index(d) for d in p.directories], list(p.isr),
+                  list(p.removing_replicas), list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader,
+                  p.leader_recovery_state, p.leader_epoch, p.partition_epoch])
 
 
-def partition_from_text(text: str) -> PartitionRegistration:
-    return partition_from_json(orjson.loads(text))
-
-
-def partition_from_json(value: Sequence[Any]) -> PartitionRegistration:
+def _partition_of_text(text: str, directories: Sequence[Uuid]) -> PartitionRegistration:
     (replicas, dirs, isr, removing, adding, elr, last_known_elr, leader, lrs, leader_epoch,
-     partition_epoch) = value
-    return PartitionRegistration.from_fields(tuple(replicas), tuple(map(Uuid.from_string, dirs)), tuple(isr),
-                                             tuple(removing), tuple(adding), tuple(elr), tuple(last_known_elr),
-                                             leader, lrs, leader_epoch, partition_epoch)
-
-
-def chunk_to_text(entries: Mapping[str, str]) -> str:
-    """Opaque text values by key as one state value: key and value on lines of their own, in turn (state layout 5).
-
-    A line per key and per value lets :func:`chunk_from_text` cut a chunk apart with one ``str.split`` and no JSON
-    parse, so only the values asked for are parsed (docs/state-design.md, "eighth round"). Neither a key (a
-    ``topicId:partitionId``) nor a value (compact JSON, whose strings escape every control character) holds a line
-    break."""
-    return "\n".join(itertools.chain.from_iterable(entries.items()))
-
-
-def chunk_from_text(text: str) -> dict[str, str]:
-    """The values by key of a chunk :func:`chunk_to_text` wrote, still as text."""
-    if not text:
-        return {}
-    lines = iter(text.split("\n"))
+     partition_epoch) = orjson.loads(text)
     try:
-        # The same iterator twice: key, value, key, value...; strict: a key without its value is a broken value.
-        return dict(zip(lines, lines, strict=True))
-    except ValueError:
-        raise InputError("a stored chunk has a key without a value: not written by chunk_to_text") from None
+        directory_ids = tuple([directories[i] for i in dirs])
+    except IndexError:
+        raise InputError(f"a stored partition names directory {max(dirs)} of a chunk's {len(directories)}: not "
+                         "written by PartitionChunk") from None
+    return PartitionRegistration.from_fields(tuple(replicas), directory_ids, tuple(isr), tuple(removing),
+                                             tuple(adding), tuple(elr), tuple(last_known_elr), leader, lrs,
+                                             leader_epoch, partition_epoch)
+
+
+class PartitionChunk:
+    """One chunk of a replay bucket's partitions as the state store keeps it (state layout 8).
+
+    Its text (:meth:`to_text`) is lines: first the chunk's directory table (the directory ids its partitions name,
+    comma-separated: a ``Uuid``'s text holds no comma), then each partition's key (``topicId:partitionId``) and its
+    registration as a positional JSON array (compact JSON, whose strings escape every control character: neither
+    holds a line break) in turn. A registration names its directories by their index in the table: 22 characters
+    of id text, three times a partition, were two thirds of a stored partition's bytes (docs/state-design.md,
+    "twelfth round"). One ``str.split`` cuts a chunk apart; a partition's JSON is parsed only when it is asked for
+    and written only when it changed — the others are written back as the text they were read as, which the table
+    keeps valid because it only grows, until it passes :data:`CHUNK_DIRECTORY_TABLE_MAX` ids and is rebuilt."""
+
+    __slots__ = ("_directories", "_directory_texts", "_index", "texts")
+
+    def __init__(self, directories: list[Uuid], texts: dict[str, str],
+                 directory_texts: list[str] | None = None) -> None:
+        self._directories = directories
+        # The table's text as read (written back as it was, not formatted again), extended as the table grows.
+        self._directory_texts = [str(d) for d in directories] if directory_texts is None else directory_texts
+        self._index: dict[Uuid, int] | None = None
+        #: Key text → the partition's JSON text, as stored.
+        self.texts = texts
+
+    @classmethod
+    def from_text(cls, text: str, directory_of: Callable[[str], Uuid] = Uuid.from_string) -> PartitionChunk:
+        """The chunk :meth:`to_text` wrote; ``directory_of`` parses a directory id (a store shares one per id)."""
+        lines = text.split("\n")
+        if len(lines) % 2 == 0:
+            raise InputError("a stored chunk has a key without a value: not written by PartitionChunk")
+        directory_texts = lines[0].split(",") if lines[0] else []
+        entries = iter(lines)
+        next(entries)
+        # The same iterator twice: key, value, key, value...
+        return cls([directory_of(d) for d in directory_texts], dict(zip(entries, entries, strict=True)),
+                   directory_texts)
+
+    def to_text(self) -> str:
+        if len(self._directories) > CHUNK_DIRECTORY_TABLE_MAX:
+            self._rebuild_table()
+        return "\n".join(itertools.chain((",".join(self._directory_texts),),
+                                         itertools.chain.from_iterable(self.texts.items())))
+
+    def get(self, key: str) -> PartitionRegistration | None:
+        text = self.texts.get(key)
+        return None if text is None else _partition_of_text(text, self._directories)
+
+    def put(self, key: str, partition: PartitionRegistration | None) -> None:
+        """Store a partition's registration (None: remove it)."""
+        if partition is None:
+            self.texts.pop(key, None)
+        else:
+            self.texts[key] = _partition_text(partition, self._directory_index)
+
+    def _directory_index(self, directory: Uuid) -> int:
+        index = self._index
+        if index is None:
+            index = self._index = {d: i for i, d in enumerate(self._directories)}
+        found = index.get(directory)
+        if found is None:
+            found = index[directory] = len(self._directories)
+            self._directories.append(directory)
+            self._directory_texts.append(str(directory))
+        return found
+
+    def _rebuild_table(self) -> None:
+        parts = {key: _partition_of_text(text, self._directories) for key, text in self.texts.items()}
+        self._directories, self._directory_texts, self._index = [], [], None
+        for key, partition in parts.items():
+            self.put(key, partition)
 
 
 def entries_to_text(entries: Sequence[LogEntry]) -> str:

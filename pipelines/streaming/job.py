@@ -67,11 +67,13 @@ DEFAULT_BUCKETS = 4
 #: bucket's grouping key is chosen for its state partition (``pipelines.streaming.placement``), and the file
 #: records the partition count the keys were chosen for. Layout 4: the broker → partitions index has 8 buckets
 #: per broker, not 64 (``pipelines.streaming.processor.BROKER_INDEX_BUCKETS``). Layout 5: a partitions chunk keeps
-#: each partition's text apart, as lines (``pipelines.streaming.codec.chunk_to_text``), not one JSON object.
+#: each partition's text apart, as lines, not one JSON object.
 #: Layout 6: the broker → partitions index keeps each replica's directory (the keys grouped by directory), so a
 #: broker's registration change reaches its replicas without reading their partitions. Layout 7: 64 partition
 #: chunks per bucket, not 256, and 2 index buckets per broker, not 8 — a batch writes a quarter as many values.
-STATE_LAYOUT_VERSION = 7
+#: Layout 8: a partitions chunk names its partitions' directories by their index in a table of its own
+#: (``pipelines.streaming.codec.PartitionChunk``), not by their ids' text.
+STATE_LAYOUT_VERSION = 8
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.

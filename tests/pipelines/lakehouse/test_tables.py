@@ -4,6 +4,7 @@ the right current rows and history versions."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from unittest import mock
 
 import orjson
 import pyarrow as pa
@@ -12,18 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jbod_model.errors import InputError
+from jbod_model.image import PartitionRegistration
 from jbod_model.records.json_codec import dumps_without_floats
 from jbod_model.replay import replay_records
 from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import VERSIONED, batch_tables, event_row, plan_batch, stored_schemas, table_schemas
-from pipelines.streaming.codec import (
-    broker_from_text,
-    broker_to_text,
-    chunk_from_text,
-    chunk_to_text,
-    partition_from_text,
-    partition_to_text,
-)
+from pipelines.streaming import codec
+from pipelines.streaming.codec import PartitionChunk, broker_from_text, broker_to_text
 
 
 @settings(max_examples=20, deadline=None)
@@ -32,38 +29,70 @@ def test_registrations_round_trip_through_their_state_form(seed: int) -> None:
     image = replay_records([e.record for e in churn_log(ChurnSpec(seed=seed, operations=30))])
     for reg in image.cluster.brokers.values():
         assert broker_from_text(broker_to_text(reg)) == reg
-    for _topic, _pid, part in image.topics.partitions():
-        assert partition_from_text(partition_to_text(part)) == part
+    chunk = PartitionChunk([], {})
+    parts = {f"{topic.id}:{pid}": part for topic, pid, part in image.topics.partitions()}
+    for key, part in parts.items():
+        chunk.put(key, part)
+        assert chunk.get(key) == part
+    back = PartitionChunk.from_text(chunk.to_text())
+    assert {key: back.get(key) for key in parts} == parts and back.texts == chunk.texts
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
                      max_leaves=12)
 _PARTITION_KEYS = st.builds(lambda topic, pid: f"{topic}:{pid}", st.uuids(), st.integers(0, 2**31 - 1))
+_DIRECTORIES = st.lists(st.builds(Uuid, st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1)),
+                        max_size=5)
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=st.dictionaries(_PARTITION_KEYS, _JSON, max_size=20))
-def test_a_partitions_chunk_keeps_any_json_values_by_key(values: dict[str, object]) -> None:
+@given(values=st.dictionaries(_PARTITION_KEYS, _JSON, max_size=20), directories=_DIRECTORIES)
+def test_a_partitions_chunk_keeps_any_json_values_by_key(values: dict[str, object],
+                                                          directories: list[Uuid]) -> None:
     # Any JSON (strings with line breaks, separators and control characters included) as the store writes it.
     texts = {key: dumps_without_floats(value) for key, value in values.items()}
-    text = chunk_to_text(texts)
-    back = chunk_from_text(text)
-    assert back == texts and list(back) == list(texts)
-    assert {key: orjson.loads(value) for key, value in back.items()} == values
+    text = PartitionChunk(list(directories), dict(texts)).to_text()
+    back = PartitionChunk.from_text(text)
+    assert back.texts == texts and list(back.texts) == list(texts)
+    assert {key: orjson.loads(value) for key, value in back.texts.items()} == values
+    assert PartitionChunk.from_text(back.to_text()).to_text() == text
     if texts:
         # A chunk cut short by a line is refused, not read as other keys and values.
         with pytest.raises(InputError):
-            chunk_from_text(text.rpartition("\n")[0])
+            PartitionChunk.from_text(text.rpartition("\n")[0])
 
 
-@settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000))
-def test_a_partitions_chunk_holds_registrations_by_key(seed: int) -> None:
-    image = replay_records([e.record for e in churn_log(ChurnSpec(seed=seed, operations=30))])
-    parts = {f"{topic.id}:{pid}": part for topic, pid, part in image.topics.partitions()}
-    back = chunk_from_text(chunk_to_text({key: partition_to_text(part) for key, part in parts.items()}))
-    assert {key: partition_from_text(text) for key, text in back.items()} == parts
+@settings(max_examples=30, deadline=None)
+@given(seeds=st.lists(st.integers(0, 10_000), min_size=1, max_size=4), table_max=st.sampled_from([0, 3, 1024]),
+       removed=st.integers(0, 3))
+def test_a_partitions_chunk_holds_registrations_by_key_across_rewrites(seeds: list[int], table_max: int,
+                                                                        removed: int) -> None:
+    # A chunk read back and rewritten batch after batch, as the state store does: each "batch" changes the
+    # registrations of another churned cluster's partitions (new directories grow the table), removes some keys and
+    # leaves the others as the text they were read as. Whatever the table's bound (0: rebuilt at every write; 3:
+    # now and then), every key reads back as last written.
+    expected: dict[str, PartitionRegistration] = {}
+    text = ""
+    with mock.patch.object(codec, "CHUNK_DIRECTORY_TABLE_MAX", table_max):
+        for seed in seeds:
+            chunk = PartitionChunk.from_text(text)
+            image = replay_records([e.record for e in churn_log(ChurnSpec(seed=seed, operations=30))])
+            for index, (topic, pid, part) in enumerate(image.topics.partitions()):
+                key = f"{topic.name}:{pid}"  # the churn's topic names repeat across seeds: keys are rewritten
+                if removed and index % (removed + 1) == 0:
+                    chunk.put(key, None)
+                    expected.pop(key, None)
+                else:
+                    chunk.put(key, part)
+                    expected[key] = part
+            text = chunk.to_text()
+            back = PartitionChunk.from_text(text)
+            assert set(back.texts) == set(expected)
+            assert {key: back.get(key) for key in expected} == expected
+            if table_max == 0:
+                used = {d for part in expected.values() for d in part.directories}
+                assert len(text.partition("\n")[0].split(",")) == len(used) or not used
 
 
 def _event(ord_: int, entity: str, key: list[object], offset: int,

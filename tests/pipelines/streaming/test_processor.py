@@ -367,24 +367,30 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
     (layout2 / "kraft-jbod-state.json").write_text('{"version": 2, "buckets": 4}')
     with pytest.raises(JbodError, match="holds state layout 2"):
         check_state_layout(layout2, 4)
-    # Layout 4 stored a partitions chunk as one JSON object; this job reads lines (codec.chunk_from_text).
+    # Layout 4 stored a partitions chunk as one JSON object; this job reads lines (codec.PartitionChunk).
     layout4 = tmp_path / "layout4"
     layout4.mkdir()
     (layout4 / "kraft-jbod-state.json").write_text('{"version": 4, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 7"):
+    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 8"):
         check_state_layout(layout4, 4)
     # Layout 5's broker index held the partition keys alone; this job reads them grouped by directory.
     layout5 = tmp_path / "layout5"
     layout5.mkdir()
     (layout5 / "kraft-jbod-state.json").write_text('{"version": 5, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 5, this job writes layout 7"):
+    with pytest.raises(JbodError, match="holds state layout 5, this job writes layout 8"):
         check_state_layout(layout5, 4)
     # Layout 6 kept 256 partition chunks and 8 index buckets per broker; a key would be looked for in another one.
     layout6 = tmp_path / "layout6"
     layout6.mkdir()
     (layout6 / "kraft-jbod-state.json").write_text('{"version": 6, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 6, this job writes layout 7"):
+    with pytest.raises(JbodError, match="holds state layout 6, this job writes layout 8"):
         check_state_layout(layout6, 4)
+    # Layout 7 named a partition's directories by their ids' text; this job reads indices into a chunk's table.
+    layout7 = tmp_path / "layout7"
+    layout7.mkdir()
+    (layout7 / "kraft-jbod-state.json").write_text('{"version": 7, "buckets": 4, "partitions": 2}')
+    with pytest.raises(JbodError, match="holds state layout 7, this job writes layout 8"):
+        check_state_layout(layout7, 4)
 
 
 class _FakeHandle:
