@@ -955,6 +955,91 @@ def _check_i11(before: MetadataImage, entries: Entries, after: MetadataImage) ->
     return out
 
 
+class _HostedIndex:
+    """Broker id -> the partitions with a replica on it, for one image, kept up to date by
+    :class:`InvariantTracker` from batch to batch, so that I16 looks only at the partitions of the brokers whose
+    directory went offline instead of scanning every partition of the image (Kafka's ``BrokersToIsrs`` is the
+    controller's like index, by ISR; this one is by replica set, which is what I16's candidates are).
+
+    Built lazily, from the image of the first batch that needs it: a tracker that never sees a directory failure
+    never pays for it. It knows which image it describes and only advances from that one; when the tracker's image
+    and the index part ways (a caller replaying on its own), it is dropped and rebuilt from the next image."""
+
+    __slots__ = ("_by_broker", "_image")
+
+    def __init__(self) -> None:
+        self._image: MetadataImage | None = None
+        self._by_broker: dict[int, set[PartitionKey]] = {}
+
+    def hosted(self, image: MetadataImage, brokers: Iterable[int]) -> set[PartitionKey]:
+        """The partitions of ``image`` with a replica on any of ``brokers``."""
+        if self._image is not image:
+            self._build(image)
+        out: set[PartitionKey] = set()
+        for b in brokers:
+            out |= self._by_broker.get(b, set())
+        return out
+
+    def advance(self, before: MetadataImage, entries: Entries, after: MetadataImage) -> None:
+        """Follow one batch that took ``before`` to ``after``. Only PartitionRecords, PartitionChangeRecords with
+        Replicas and RemoveTopicRecords change a partition's replica set (``PartitionRegistration.merge`` keeps the
+        replicas of a change without them); the index takes each such key's replicas from ``before`` and ``after``,
+        so the order of the batch's records does not matter."""
+        if self._image is not before:
+            self._image = None  # not built, or describing another image: rebuilt when next needed
+            return
+        keys: set[PartitionKey] = set()
+        for entry in entries:
+            rec = entry.record
+            if isinstance(rec, PartitionRecord) or (isinstance(rec, PartitionChangeRecord)
+                                                     and rec.replicas is not None):
+                keys.add((rec.topic_id, rec.partition_id))
+            elif isinstance(rec, RemoveTopicRecord):
+                topic = before.topics.by_id.get(rec.topic_id)
+                if topic is not None:
+                    keys.update((rec.topic_id, pid) for pid in topic.partitions)
+        for tid, pid in keys:
+            old = before.topics.get_partition(tid, pid)
+            new = after.topics.get_partition(tid, pid)
+            old_replicas = set() if old is None else set(old.replicas)
+            new_replicas = set() if new is None else set(new.replicas)
+            for b in old_replicas - new_replicas:
+                hosted = self._by_broker.get(b)
+                if hosted is not None:
+                    hosted.discard((tid, pid))
+            for b in new_replicas - old_replicas:
+                self._by_broker.setdefault(b, set()).add((tid, pid))
+        self._image = after
+
+    def _build(self, image: MetadataImage) -> None:
+        by_broker: dict[int, set[PartitionKey]] = {}
+        for topic in image.topics.by_id.values():
+            for pid, part in topic.partitions.items():
+                for b in part.replicas:
+                    by_broker.setdefault(b, set()).add((topic.id, pid))
+        self._by_broker, self._image = by_broker, image
+
+
+#: The broker index :class:`InvariantTracker` lends I16 while it checks a batch: (image after, index).
+_HOSTED: ContextVar[tuple[MetadataImage, _HostedIndex] | None] = ContextVar("jbod_hosted_index", default=None)
+
+
+def _i16_partition(tid: Uuid, pid: int, part: PartitionRegistration, brokers: set[int],
+                   failed: Mapping[tuple[int, Uuid], int]) -> list[Violation]:
+    """I16 on one partition of the image after the batch: each failed broker's replica that the batch left
+    leading or in the ISR."""
+    out = []
+    for b in brokers & set(part.replicas):
+        gone = _dir_of(part, b)
+        if gone is None or (b, gone) not in failed or replica_demoted(part, b):
+            continue
+        role = "leading" if part.leader == b else "in the ISR of"
+        out.append(_v("I16", f"directory {gone} of broker {b} went offline, but the batch left broker "
+                             f"{b} {role} {_tp(tid, pid)} (leader {part.leader}, ISR {list(part.isr)})",
+                      topic_id=tid, partition_id=pid, broker_id=b, directory=gone, offset=failed[(b, gone)]))
+    return out
+
+
 def _check_i16(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
     if not _has(entries, BrokerRegistrationChangeRecord):
         return []
@@ -968,25 +1053,35 @@ def _check_i16(before: MetadataImage, entries: Entries, after: MetadataImage) ->
                     failed.setdefault((rec.broker_id, d), entry.offset)
     if not failed:
         return []
-    out = []
     brokers = {b for b, _ in failed}
-    # The loops of TopicsImage.partitions inlined, in its order: this scans every partition of the image for each
-    # batch that takes a directory offline, and most partitions of a large cluster have no failed broker.
+    lent = _HOSTED.get()
+    if lent is not None and lent[0] is after:
+        return _i16_indexed(after, brokers, failed, lent[1])
+    out = []
+    # The loops of TopicsImage.partitions inlined, in its order: without a tracker's index this scans every
+    # partition of the image, and most partitions of a large cluster have no failed broker.
     for topic in after.topics.by_id.values():
         for pid, part in topic.partitions.items():
-            if brokers.isdisjoint(part.replicas):
-                continue
-            for b in brokers & set(part.replicas):
-                gone = _dir_of(part, b)
-                if gone is None or (b, gone) not in failed or replica_demoted(part, b):
-                    continue
-                role = "leading" if part.leader == b else "in the ISR of"
-                out.append(_v("I16", f"directory {gone} of broker {b} went offline, but the batch left broker "
-                                     f"{b} {role} {_tp(topic.id, pid)} (leader {part.leader}, ISR "
-                                     f"{list(part.isr)})",
-                              topic_id=topic.id, partition_id=pid, broker_id=b, directory=gone,
-                              offset=failed[(b, gone)]))
+            if not brokers.isdisjoint(part.replicas):
+                out.extend(_i16_partition(topic.id, pid, part, brokers, failed))
     return out
+
+
+def _i16_indexed(after: MetadataImage, brokers: set[int], failed: Mapping[tuple[int, Uuid], int],
+                 index: _HostedIndex) -> list[Violation]:
+    """I16's scan, faster (proven equal by ``tests/properties/test_step_walk_properties.py``): only the failed
+    brokers' partitions, from the tracker's index; the violations in the scan's order (the image's), which is
+    looked up only for the topics that have one."""
+    found: dict[PartitionKey, list[Violation]] = {}
+    for tid, pid in index.hosted(after, brokers):
+        part = after.topics.get_partition(tid, pid)
+        if part is not None and (hits := _i16_partition(tid, pid, part, brokers, failed)):
+            found[(tid, pid)] = hits
+    if len(found) <= 1:
+        return [v for hits in found.values() for v in hits]
+    topics = {tid for tid, _ in found}
+    return [v for topic in after.topics.by_id.values() if topic.id in topics
+            for pid in topic.partitions if (topic.id, pid) in found for v in found[(topic.id, pid)]]
 
 
 def _check_i17(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
@@ -1231,13 +1326,20 @@ def check_step(image_before: MetadataImage, entries: Sequence[LogEntry], image_a
                names: Iterable[str] | None = None) -> list[Violation]:
     """Run every step-scope check (or the named ones) on one batch. ``entries`` are the records that took
     ``image_before`` to ``image_after`` — the *committed* ones (an aborted transaction's records excluded)."""
+    return _check_step(image_before, entries, image_after, names, None)
+
+
+def _check_step(image_before: MetadataImage, entries: Sequence[LogEntry], image_after: MetadataImage,
+                names: Iterable[str] | None, hosted: _HostedIndex | None) -> list[Violation]:
     out: list[Violation] = []
     token = _SHARED.set((image_before, entries, _Recording(image_before, entries)))
+    lent = _HOSTED.set(None if hosted is None else (image_after, hosted))
     try:
         for inv in _selected(names):
             if inv.step_check is not None:
                 out.extend(inv.step_check(image_before, entries, image_after))
     finally:
+        _HOSTED.reset(lent)
         _SHARED.reset(token)
     return out
 
@@ -1364,6 +1466,9 @@ class InvariantTracker:
         # Resolved once: an unknown name fails here, not at the first batch.
         self._step_names = None if step_names is None else tuple(i.name for i in _selected(step_names))
         self._history_checks = history_checks
+        # I16's broker -> partitions index, kept across batches (only when I16 runs).
+        runs_i16 = step_checks and (self._step_names is None or "I16" in self._step_names)
+        self._hosted = _HostedIndex() if runs_i16 else None
         self._buffer: list[LogEntry] = []
         self._buffer_base: int | None = None
         self._txn: list[LogEntry] | None = None
@@ -1439,7 +1544,9 @@ class InvariantTracker:
         before = self._image
         out: list[Violation] = []
         if self._step_checks:
-            out.extend(check_step(before, entries, image_after, self._step_names))
+            if self._hosted is not None:
+                self._hosted.advance(before, entries, image_after)
+            out.extend(_check_step(before, entries, image_after, self._step_names, self._hosted))
         if self._image_checks:
             out.extend(self._check_touched(image_after, entries))
         if self._history_checks:
