@@ -9,7 +9,8 @@ dir and as canonical JSONL, then measures, in one run on the same machine:
 2. the pure model: read the log and replay it (``jbod_model``, one process, no Spark);
 3. the Spark job (``pipelines.streaming.job.run_job``, deltalake tables) from an empty checkpoint for each ``--runs``
    MASTER:BUCKETS (e.g. ``local[1]:4,local[2]:4``: does one cluster use both cores?; ``standalone[2]:4``: on a
-   standalone cluster of two one-core workers), session start apart;
+   standalone cluster of two one-core workers), session start apart, with its peak memory and the state store's
+   bytes (written, read through iterators, copied into the checkpoint: Spark's own per-batch RocksDB metrics);
 4. an incremental run after appending 1 % more records to the log (the last run's checkpoint): what a scheduled job
    pays per run once the cluster is loaded.
 
@@ -35,12 +36,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from merge_benchmark import build, measure  # beside this script (run as a script, like every benchmark)
+from pyspark.sql.streaming import StreamingQueryListener
 
 from jbod_model.image_json import image_to_json
 from jbod_model.replay import Replayer
@@ -97,6 +100,38 @@ def _master_url(work: Path, master: str) -> Iterator[str]:
         return
     with standalone_cluster(work / "spark-logs", workers=int(workers.group(1)), memory="2g") as url:
         yield url
+
+
+class _StateBytes(StreamingQueryListener):
+    """What the state store moved over a run, from Spark's own per-batch metrics (the RocksDB provider's counters
+    in each progress event's ``stateOperators``): bytes written, read through iterators (the operator's whole-state
+    reads) and copied into the checkpoint. Progress events reach the listener asynchronously: the last batch's may
+    come after the run returns, so the sums can miss it."""
+
+    _COUNTERS: ClassVar[Mapping[str, str]] = MappingProxyType({
+        "state_mb_written": "rocksdbTotalBytesWritten",
+        "state_mb_read_by_iterators": "rocksdbTotalBytesReadThroughIterator",
+        "state_mb_copied_to_checkpoint": "rocksdbBytesCopied"})
+
+    def __init__(self) -> None:
+        self.totals = dict.fromkeys(self._COUNTERS, 0)
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        for operator in event.progress.stateOperators:
+            for total, counter in self._COUNTERS.items():
+                self.totals[total] += int(operator.customMetrics.get(counter, 0))
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    def megabytes(self) -> dict[str, float]:
+        return {name: round(value / 1e6, 1) for name, value in self.totals.items()}
 
 
 class _TreeMemory:
@@ -180,6 +215,8 @@ def _timed_run(work: Path, name: str, master: str, buckets: int, digest: str) ->
     started = time.perf_counter()
     spark = spark_session(master)
     session = time.perf_counter() - started
+    state = _StateBytes()
+    spark.streams.addListener(state)
     try:
         with _TreeMemory() as memory:
             run = run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets)
@@ -189,7 +226,8 @@ def _timed_run(work: Path, name: str, master: str, buckets: int, digest: str) ->
     return {"session_seconds": round(session, 2), "job_seconds": round(run.seconds, 2), "batches": len(run.batches),
             "peak_memory_mib": round(memory.peak_mib), "memory_at_start_mib": round(memory.start_mib),
             "compute_seconds": round(sum(b.compute_seconds for b in run.batches), 2),
-            "write_seconds": round(sum(b.seconds - b.compute_seconds for b in run.batches), 2)}
+            "write_seconds": round(sum(b.seconds - b.compute_seconds for b in run.batches), 2),
+            **state.megabytes()}
 
 
 def _spark_runs(work: Path, runs: str, duck_seconds: float, digest: str,
