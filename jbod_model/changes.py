@@ -186,6 +186,11 @@ class ImageReader(Protocol):
 
     def topic(self, topic_id: Uuid) -> StoredTopic | None: ...
 
+    def topic_name(self, topic_id: Uuid) -> str | None:
+        """A topic's name alone (None: no such topic). Every partition record asks only whether its topic exists; a
+        store keeps the topic's partition-id ranges beside its name, and a replay bucket's share of a topic's ids
+        is many short ranges, which need not be parsed for that."""
+
     def topic_ids(self) -> Iterable[Uuid]:
         """Every topic id (only a whole-image reader, e.g. the reference controller, iterates them)."""
 
@@ -484,6 +489,7 @@ class IncrementalReplayer:
         "_partitions",
         "_reader",
         "_topic_id_sets",
+        "_topic_names",
         "_topics",
         "_transactions",
         "_writes",
@@ -496,6 +502,8 @@ class IncrementalReplayer:
         # Stored values read so far: the store does not change during a batch, and each read may be a round trip.
         self._partitions: dict[PartitionKey, PartitionRegistration | None] = {}
         self._topics: dict[Uuid, StoredTopic | None] = {}
+        # Topic names read alone (ImageReader.topic_name): the topics whose partition ids the batch never needs.
+        self._topic_names: dict[Uuid, str | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._broker_index: dict[int, Mapping[PartitionKey, Uuid]] = {}
         self._writes = ImageWrites(last_offset=reader.last_offset())
@@ -538,8 +546,15 @@ class IncrementalReplayer:
 
     def _topic_name(self, topic_id: Uuid) -> str | None:
         pending = self._writes.topics.get(topic_id, _ABSENT)
-        topic = self._stored_topic(topic_id) if pending is _ABSENT else cast("StoredTopic | None", pending)
-        return None if topic is None else topic.name
+        if pending is not _ABSENT:
+            return None if pending is None else cast("StoredTopic", pending).name
+        stored = self._topics.get(topic_id, _ABSENT)
+        if stored is not _ABSENT:
+            return None if stored is None else cast("StoredTopic", stored).name
+        name = self._topic_names.get(topic_id, _ABSENT)
+        if name is _ABSENT:
+            name = self._topic_names[topic_id] = self._reader.topic_name(topic_id)
+        return cast("str | None", name)
 
     def _topic_ids(self, topic_id: Uuid) -> RangeSet:
         ids = self._topic_id_sets.get(topic_id)
@@ -992,6 +1007,11 @@ class DictImageStore:
     def topic(self, topic_id: Uuid) -> StoredTopic | None:
         self._count("topic")
         return self.topics.get(topic_id)
+
+    def topic_name(self, topic_id: Uuid) -> str | None:
+        self._count("topic")
+        topic = self.topics.get(topic_id)
+        return None if topic is None else topic.name
 
     def topic_ids(self) -> Iterable[Uuid]:
         self._count("topic_scan")

@@ -257,6 +257,10 @@ class StateStore:
         # partitions over 4 buckets), read by every batch that touches the topic; tuple(map(...)) builds them in C.
         return StoredTopic(value[0], tuple(map(tuple, orjson.loads(value[1]))))
 
+    def topic_name(self, topic_id: Uuid) -> str | None:
+        value = self._get("topics", (str(topic_id),))
+        return None if value is None else str(value[0])
+
     def topic_ids(self) -> Iterable[Uuid]:
         return [Uuid.from_string(k[0]) for k in self._keys("topics")]
 

@@ -22,6 +22,7 @@ from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, Part
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import ENTITIES, as_of_image, batch_tables, plan_batch
 from pipelines.streaming import processor
 from pipelines.streaming.codec import InputRow, entry_to_row, fan_out, pack_rows, unpack_rows
@@ -130,9 +131,9 @@ def test_a_state_read_whole_answers_as_read_key_by_key(monkeypatch: pytest.Monke
         for topic_id in sorted(store.topic_ids(), key=str):
             topic = store.topic(topic_id)
             assert topic is not None
-            out += [topic, store.topic_id_by_name(topic.name)]
+            out += [topic, store.topic_name(topic_id), store.topic_id_by_name(topic.name)]
             out += [store.partition(topic_id, p) for p in range(8)]
-        out += [store.topic_id_by_name("gone"), sorted(store.config_resources())]
+        out += [store.topic_id_by_name("gone"), store.topic_name(Uuid(1, 2)), sorted(store.config_resources())]
         out += [None if store.config(r) is None else dict(store.config(r)) for r in sorted(store.config_resources())]
         return out
 
@@ -173,6 +174,7 @@ def test_a_batch_writes_what_it_read_whole_back_into_its_copy() -> None:
     for topic_id in fresh.topic_ids():
         topic = fresh.topic(topic_id)
         assert topic is not None and store.topic(topic_id) == topic
+        assert store.topic_name(topic_id) == topic.name
         assert store.topic_id_by_name(topic.name) == topic_id
         assert [store.partition(topic_id, p) for p in range(4)] == [fresh.partition(topic_id, p) for p in range(4)]
 
