@@ -893,7 +893,7 @@ def history_table(tables_dir: str | Path, table: str, cluster: str) -> pa.Table:
         nothing = pa.scalar(None, values.type)
         shifted = pc.if_else(breaks, nothing, values)
         chunks = shifted.chunks if isinstance(shifted, pa.ChunkedArray) else [shifted]
-        return pa.concat_arrays([*(c for c in chunks), pa.array([None], values.type)])
+        return pa.concat_arrays([*chunks, pa.array([None], values.type)])
 
     stored_open = pc.is_null(rows.column(hi))
     ends = {hi: pc.coalesce(rows.column(hi), following(lo)),
