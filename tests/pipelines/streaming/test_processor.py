@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -430,6 +432,43 @@ def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPat
     for name, table in expected.items():
         assert flat[name].equals(table), name
     assert processor.unpack_output(pa.Table.from_pylist([], schema=schema)) == {}
+
+
+def test_a_workers_batch_makes_its_output_with_the_collector_still_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``replay_packets`` (a worker's whole batch) keeps the cyclic GC paused while it unpacks the packets and makes
+    the output packets too, and turns it back on only once the sink's rows are gone: a pass with them alive walked
+    every row (the collector's first pass after a batch)."""
+    entries = churn_log(ChurnSpec(seed=5, operations=10))[:30]
+    rows = [entry_to_row("c", "record", e.offset, e) for e in entries]
+    seen: list[tuple[str, bool]] = []
+    sinks: list[weakref.ref[processor.RowSink]] = []
+    real_unpack, real_output = processor.unpack_rows, processor.output_packets
+
+    def unpack(cluster_id: str, packet: bytes) -> list[dict[str, object]]:
+        seen.append(("unpack", gc.isenabled()))
+        return real_unpack(cluster_id, packet)
+
+    def output(sink: processor.RowSink, bucket: int) -> Iterator[pd.DataFrame]:
+        seen.append(("output", gc.isenabled()))
+        sinks.append(weakref.ref(sink))
+        return real_output(sink, bucket)
+
+    monkeypatch.setattr(processor, "unpack_rows", unpack)
+    monkeypatch.setattr(processor, "output_packets", output)
+    assert gc.isenabled()
+    frame = processor.replay_packets("c", [(10, pack_rows(rows[10:])), (0, pack_rows(rows[:10]))], FakeValueState(),
+                                     {n: FakeMapState() for n in MAP_STATES}, 0, 1)  # type: ignore[arg-type]
+    assert gc.isenabled()
+    assert seen == [("unpack", False), ("unpack", False), ("output", False)]
+    assert sinks[0]() is None
+    assert frame is not None and set(frame["table"]) >= {"records", "partition"}
+    expected = replay_batch("c", _frame(entries), FakeValueState(), {n: FakeMapState() for n in MAP_STATES})
+    schema = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("table", pa.string()),
+                        ("rows", pa.binary())])
+    flat = processor.unpack_output(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+    assert sorted(flat) == sorted(expected)
+    for name, table in expected.items():
+        assert flat[name].equals(table), name
 
 
 def test_a_grouped_step_gives_the_rows_of_its_replica_changes() -> None:
