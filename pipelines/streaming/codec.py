@@ -289,44 +289,61 @@ def pack_rows(rows: Iterable[InputRow]) -> bytes:
     return orjson.dumps([_packed_values(r) for r in rows])
 
 
-def unpack_rows(cluster_id: str, packet: bytes) -> list[dict[str, Any]]:
-    """The rows of a packet (:func:`pack_rows`), as the operator reads them: by column name."""
-    rows = [dict(zip(PACKED_FIELDS, values, strict=True)) for values in orjson.loads(packet)]
-    for row in rows:
-        row["cluster_id"] = cluster_id
+#: Where each field is in a packed row (:func:`unpack_rows`).
+_POSITION = {name: i for i, name in enumerate(PACKED_FIELDS)}
+KIND, SEQ, OFFSET, TYPE, VERSION, DATA, PAYLOAD, SOURCE = (
+    _POSITION[name] for name in ("kind", "seq", "offset", "type", "version", "data", "payload", "source"))
+SNAPSHOT_END, INPUT, GAP_FROM, GAP_LAST, MESSAGE, SNAPSHOT_INDEX = (
+    _POSITION[name] for name in ("snapshot_end", "input", "gap_from", "gap_last", "message", "snapshot_index"))
+#: The fields from ``offset`` to ``source``, in this order: an entry's own (``row_to_entry`` reads them at once).
+_ENTRY_FIELDS = ("offset", "batch_base_offset", "leader_epoch", "timestamp", "type", "version", "data", "payload",
+                 "source")
+assert PACKED_FIELDS[OFFSET:SOURCE + 1] == _ENTRY_FIELDS
+#: Fields that hold a number: a row by column name from pandas has them as floats (NaN for null).
+_INT_FIELDS = frozenset(f.name for f in dataclasses.fields(InputRow) if f.type in ("int", "int | None"))
+
+
+def unpack_rows(packet: bytes) -> list[list[Any]]:
+    """The rows of a packet (:func:`pack_rows`) as the operator reads them: each a list of its
+    :data:`PACKED_FIELDS` values, read by position (:data:`KIND`, :data:`OFFSET`, ...). A dict per row cost the
+    operator more than parsing the packet."""
+    rows: list[list[Any]] = orjson.loads(packet)
     return rows
 
 
-def row_to_entry(row: Mapping[str, Any]) -> StreamEntry:
-    """The stream entry of an input row (columns by name)."""
-    offset, type_name, version, data = row.get("offset"), row["type"], row["version"], row["data"]
+def packed_row(row: Mapping[str, Any]) -> list[Any]:
+    """A row by column name (an :class:`InputRow`'s fields, a pandas row) as :func:`unpack_rows` gives it; a number
+    that pandas handed over as a float is an int again, NaN None."""
+    return [_int(row.get(name)) if name in _INT_FIELDS else row.get(name) for name in PACKED_FIELDS]
+
+
+def row_to_entry(row: Sequence[Any], cluster_id: str = "") -> StreamEntry:
+    """The stream entry of an input row (a packed row, :func:`unpack_rows`); ``cluster_id`` names it in errors."""
+    offset, batch_base_offset, leader_epoch, timestamp, type_name, version, data, payload, source = \
+        row[OFFSET:SOURCE + 1]
     if (type(offset) is int and offset >= 0 and type(type_name) is str and type(version) is int and data is not None
-            and row.get("payload") is None and not type_name.endswith("_REQUEST")):
+            and payload is None and not type_name.endswith("_REQUEST")):
         # A record row as the source packs it (every record but an opaque one): read by its type's generated
         # reader, the record record_from_json would give. Anything else, or what that reader refuses, goes the
         # general way below, which also says what is wrong.
         reader = typed_record_reader(type_name, version)
         record = None if reader is None else reader(orjson.loads(data))
         if record is not None:
-            return new_log_entry(offset, record, _int(row.get("batch_base_offset")), _int(row.get("leader_epoch")),
-                                 _int(row.get("timestamp")), row.get("source"))
-    obj: dict[str, Any] = {"type": row["type"], "version": _int(row["version"]),
-                           "data": None if row["data"] is None else orjson.loads(row["data"])}
-    if row.get("payload") is not None:
-        obj["payload"] = row["payload"]
-    offset = _int(row.get("offset"))
-    if offset is not None and offset >= 0 and isinstance(obj["type"], str) and not obj["type"].endswith("_REQUEST"):
+            return new_log_entry(offset, record, batch_base_offset, leader_epoch, timestamp, source)
+    where = f"{cluster_id} seq {row[SEQ]}"
+    obj: dict[str, Any] = {"type": type_name, "version": version,
+                           "data": None if data is None else orjson.loads(data)}
+    if payload is not None:
+        obj["payload"] = payload
+    if offset is not None and offset >= 0 and isinstance(type_name, str) and not type_name.endswith("_REQUEST"):
         # A record row, as the source writes it (every row is one entry_to_row made): the entry entry_from_json
         # would build, without checking again what the source's reader checked.
-        return new_log_entry(offset, record_from_json(obj, f"{row['cluster_id']} seq {row['seq']}"),
-                             _int(row.get("batch_base_offset")), _int(row.get("leader_epoch")),
-                             _int(row.get("timestamp")), row.get("source"))
-    for key, column in (("offset", "offset"), ("timestamp", "timestamp"), ("leaderEpoch", "leader_epoch"),
-                        ("batchBaseOffset", "batch_base_offset")):
-        value = _int(row.get(column))
+        return new_log_entry(offset, record_from_json(obj, where), batch_base_offset, leader_epoch, timestamp, source)
+    for key, value in (("offset", offset), ("timestamp", timestamp), ("leaderEpoch", leader_epoch),
+                       ("batchBaseOffset", batch_base_offset)):
         if value is not None:
             obj[key] = value
-    return entry_from_json(obj, f"{row['cluster_id']} seq {row['seq']}", row.get("source"))
+    return entry_from_json(obj, where, source)
 
 
 def _int(value: Any) -> int | None:

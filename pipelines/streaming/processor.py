@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import functools
 import gc
-import math
 import operator
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import orjson
 import pandas as pd
@@ -76,6 +75,21 @@ from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import ENTITIES, operator_schema
 from pipelines.streaming.codec import (
+    DATA,
+    GAP_FROM,
+    GAP_LAST,
+    INPUT,
+    KIND,
+    MESSAGE,
+    OFFSET,
+    PACKED_FIELDS,
+    PAYLOAD,
+    SEQ,
+    SNAPSHOT_END,
+    SNAPSHOT_INDEX,
+    SOURCE,
+    TYPE,
+    VERSION,
     PartitionChunk,
     broker_from_text,
     broker_to_text,
@@ -83,6 +97,7 @@ from pipelines.streaming.codec import (
     controller_state_to_text,
     entries_from_text,
     entries_to_text,
+    packed_row,
     row_to_entry,
     unpack_rows,
 )
@@ -408,6 +423,11 @@ def _offline_key(r: ReplicaState | None) -> tuple[Any, ...] | None:
 _REMOVED_VALUES: Mapping[str, tuple[None, ...]] = {name: (None,) * len(e.value) for name, e in ENTITIES.items()}
 
 
+#: A cluster bucket's input rows of one micro-batch: packed (``codec.unpack_rows``, a worker's), or by column name
+#: (a pandas frame or dicts).
+InputBatch: TypeAlias = pd.DataFrame | Sequence[Sequence[Any]] | Sequence[Mapping[str, Any]] | None
+
+
 class RowSink:
     """Collects one cluster bucket's output rows in order, table by table, as typed values in each table's
     :func:`pipelines.lakehouse.tables.operator_schema` order, each with its ``ord`` and the offset of the step it
@@ -436,12 +456,13 @@ class RowSink:
         #: Topic ids' texts: a group lists thousands of partitions of a few hundred topics.
         self._topic_texts: dict[Uuid, str] = {}
 
-    def remember(self, row: Mapping[str, Any]) -> None:
-        """Keep an input row's record text for its bronze row: the source wrote it with the same codec
-        (``json_codec.record_to_json``) the bronze row would use, so the record need not be encoded again."""
-        offset = _opt_int(row["offset"])
+    def remember(self, row: Sequence[Any]) -> None:
+        """Keep an input row's record text (a packed row, ``codec.unpack_rows``) for its bronze row: the source wrote
+        it with the same codec (``json_codec.record_to_json``) the bronze row would use, so the record need not be
+        encoded again."""
+        offset = row[OFFSET]
         if offset is not None:
-            self._inputs[offset] = (row["source"], row["type"], int(row["version"]), row["data"], row["payload"])
+            self._inputs[offset] = (row[SOURCE], row[TYPE], row[VERSION], row[DATA], row[PAYLOAD])
 
     def add(self, table: str, values: tuple[Any, ...], at: int | None = None) -> None:
         self._table(table).append((self.count * self.buckets + self.bucket, at, *values))
@@ -598,11 +619,11 @@ class RowSink:
         self.add("log_gaps", (gap_from, snapshot_end - 1, snapshot_end, source, step.timestamp, changed,
                               len(step.aborted), _rebootstrap_message(gap_from, snapshot_end, changed)), step.offset)
 
-    def skipped(self, row: Mapping[str, Any]) -> None:
-        """A ``log_gaps`` row for a source ``gap`` row: offsets the source could not read and skipped (policy
-        ``skip``). No snapshot stood in for them and nothing changed at them: replay goes on after the gap."""
-        gap_from = _opt_int(row["gap_from"])
-        self.add("log_gaps", (gap_from, _opt_int(row["gap_last"]), None, None, None, 0, 0, row["message"]), gap_from)
+    def skipped(self, row: Sequence[Any]) -> None:
+        """A ``log_gaps`` row for a source ``gap`` row (packed): offsets the source could not read and skipped
+        (policy ``skip``). No snapshot stood in for them and nothing changed at them: replay goes on after the gap."""
+        gap_from = row[GAP_FROM]
+        self.add("log_gaps", (gap_from, row[GAP_LAST], None, None, None, 0, 0, row[MESSAGE]), gap_from)
 
     def consequence(self, consequence: Consequence) -> None:
         """A ``log_gaps`` row for a record left out under policy ``skip`` because it could not replay after a
@@ -748,7 +769,7 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 
 @cyclic_gc_paused()
-def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | None, meta_state: ValueState,
+def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
                   maps: Mapping[str, MapState],
                   bucket: int = 0, buckets: int = 1, gap_state: ValueState | None = None, *,
                   bulk_read_rows: int | None = None) -> RowSink:
@@ -764,10 +785,10 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
         raise InputError(f"cluster {cluster_id}: its state was written with {stored_buckets} replay buckets, this "
                          f"run has {buckets}: a partition's bucket would change; replay into new tables from a new "
                          "checkpoint, or run with the bucket count of the checkpoint")
-    records = [] if batch is None else batch if isinstance(batch, list) else _row_dicts(batch)
-    origin = origin or (records[0]["input"] if records else "log")
-    snapshot_index = {int(r["offset"]): int(r["snapshot_index"]) for r in records
-                      if r["kind"] == "snapshot" and _opt_int(r.get("snapshot_index")) is not None}
+    records = _packed_rows(batch)
+    origin = origin or (records[0][INPUT] if records else "log")
+    snapshot_index = {r[OFFSET]: r[SNAPSHOT_INDEX] for r in records
+                      if r[KIND] == "snapshot" and r[SNAPSHOT_INDEX] is not None}
     # A JSONL input runs in bucket 0 alone (the reference controller reads the whole image): it owns every row.
     sink = RowSink(cluster_id, origin, bucket, 1 if origin == "jsonl" else buckets, snapshot_index)
     if halted is not None or not records:
@@ -798,37 +819,38 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
         if gap_from is not None:
             sink.gap(step, gap_from, snapshot_end)
 
-    row: dict[str, Any] = {}
+    row: Sequence[Any] = _NO_ROW
     stored_gap = gap_state.get() if gap_state is not None and gap_state.exists() else None
     last_gap: str | None = None if stored_gap is None else stored_gap[0]
     consequences = GapConsequences(lambda: None if last_gap is None else f"the skipped range ({last_gap})")
     activation = consequences.activate()
     try:
         for row in records:
-            if row["kind"] == "gap":
+            kind = row[KIND]
+            if kind == "gap":
                 if snapshot:
                     load_snapshot()
                     snapshot = []
                 if bucket == 0:
                     sink.skipped(row)  # every bucket learns of the gap; bucket 0 writes its row
-                last_gap = str(row["message"])
+                last_gap = str(row[MESSAGE])
                 continue
-            if row["kind"] == "snapshot":
-                snapshot.append(_log_entry(row))
-                snapshot_end = int(row["snapshot_end"])
-                gap_from = _opt_int(row.get("gap_from"))
+            if kind == "snapshot":
+                snapshot.append(_log_entry(row, cluster_id))
+                snapshot_end = int(row[SNAPSHOT_END])
+                gap_from = row[GAP_FROM]
                 continue
             if snapshot:
                 load_snapshot()
                 snapshot = []
-            entry = row_to_entry(row)
-            if row["kind"] == "record":
+            entry = row_to_entry(row, cluster_id)
+            if kind == "record":
                 sink.remember(row)
             if isinstance(entry, RequestEntry):
                 if controller is None:
                     raise InputError(f"a controller request in a {origin} input: requests only come in JSONL")
                 handled = controller.handle_request(entry.request, source=entry.source)
-                sink.response(int(row["seq"]), entry, handled)
+                sink.response(row[SEQ], entry, handled)
                 for written in handled.entries:
                     step = replayer.replay(written)
                     if step is not None:
@@ -846,8 +868,8 @@ def replay_bucket(cluster_id: str, batch: pd.DataFrame | list[dict[str, Any]] | 
         # after it is replayed (the pure model stops there too), and the fault is a row of replay_faults. With
         # several buckets the other buckets went on: settle_batch stops their output at the fault's offset.
         offset = fault.offset if isinstance(fault, ReplayFault) and fault.offset is not None else \
-            _opt_int(row.get("offset"))
-        sink.fault(fault, _opt_int(row.get("seq")), offset, row.get("source"))
+            row[OFFSET]
+        sink.fault(fault, row[SEQ], offset, row[SOURCE])
         halted = str(fault)
     finally:
         consequences.deactivate(activation)
@@ -876,7 +898,7 @@ def replay_packets(cluster_id: str, packets: list[tuple[int, bytes]], meta_state
     them alive, its first pass walked every one of them (≈ 7 % of the operator's CPU at 200 k, docs/state-design.md
     "thirteenth round")."""
     packets.sort(key=lambda packet: packet[0])
-    records = [row for _seq, packet in packets for row in unpack_rows(cluster_id, packet)]
+    records = [row for _seq, packet in packets for row in unpack_rows(packet)]
     sink = replay_bucket(cluster_id, records or None, meta_state, maps, bucket, buckets, gap_state,
                          bulk_read_rows=bulk_read_rows)
     del records
@@ -978,22 +1000,28 @@ def _merged_gaps(table: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(out, schema=table.schema)
 
 
-def _row_dicts(batch: pd.DataFrame) -> list[dict[str, Any]]:
-    """``batch.to_dict("records")`` (Python values, NaN for a null number) without boxing value by value."""
-    columns = [str(c) for c in batch.columns]
-    return [dict(zip(columns, values, strict=True))
-            for values in zip(*(batch[c].tolist() for c in columns), strict=True)]
+#: The row a fault names before the batch's first row is read.
+_NO_ROW: Sequence[Any] = (None,) * len(PACKED_FIELDS)
 
 
-def _log_entry(row: Mapping[str, Any]) -> LogEntry:
-    entry = row_to_entry(row)
+def _packed_rows(batch: InputBatch) -> list[Sequence[Any]]:
+    """A batch's input rows as packed rows (``codec.unpack_rows``): as they are, or from rows by column name (a
+    pandas frame, dicts: the tests' and the notebooks' way in)."""
+    if batch is None:
+        return []
+    if isinstance(batch, pd.DataFrame):
+        columns = [str(c) for c in batch.columns]
+        # ``batch.to_dict("records")`` without boxing value by value.
+        return [packed_row(dict(zip(columns, values, strict=True)))
+                for values in zip(*(batch[c].tolist() for c in columns), strict=True)]
+    rows = list(batch)
+    if rows and isinstance(rows[0], Mapping):
+        return [packed_row(cast("Mapping[str, Any]", r)) for r in rows]
+    return cast("list[Sequence[Any]]", rows)
+
+
+def _log_entry(row: Sequence[Any], cluster_id: str) -> LogEntry:
+    entry = row_to_entry(row, cluster_id)
     if not isinstance(entry, LogEntry):
         raise InputError("a snapshot row holds a request")
     return entry
-
-
-def _opt_int(value: Any) -> int | None:
-    # pandas hands nullable integers over as floats, NaN for null.
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return int(value)

@@ -27,7 +27,15 @@ from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import ENTITIES, as_of_image, batch_tables, plan_batch
 from pipelines.streaming import processor
-from pipelines.streaming.codec import InputRow, entry_to_row, fan_out, pack_rows, unpack_rows
+from pipelines.streaming.codec import (
+    PACKED_FIELDS,
+    InputRow,
+    entry_to_row,
+    fan_out,
+    pack_rows,
+    packed_row,
+    unpack_rows,
+)
 from pipelines.streaming.job import check_state_layout, summarize_cluster
 from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_batch, sink_output
 
@@ -414,8 +422,10 @@ def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPat
                                   replication_factor=2, operations=30, noop_share=0.2))
     rows = [entry_to_row("c", "record", e.offset, e) for e in entries]
     assert all(r.__class__ is InputRow for r in rows)
-    unpacked = unpack_rows("c", pack_rows(rows))
-    assert unpacked == [{k: v for k, v in dataclasses.asdict(r).items() if k != "bucket"} for r in rows]
+    unpacked = unpack_rows(pack_rows(rows))
+    assert unpacked == [packed_row(dataclasses.asdict(r)) for r in rows]
+    assert [dict(zip(PACKED_FIELDS, u, strict=True)) for u in unpacked] == \
+        [{k: v for k, v in dataclasses.asdict(r).items() if k not in ("bucket", "cluster_id")} for r in rows]
     expected = replay_batch("c", _frame(entries), FakeValueState(), {n: FakeMapState() for n in MAP_STATES})
 
     monkeypatch.setattr(processor, "OUTPUT_PACKET_ROWS", 7)
@@ -444,9 +454,9 @@ def test_a_workers_batch_makes_its_output_with_the_collector_still_paused(monkey
     sinks: list[weakref.ref[processor.RowSink]] = []
     real_unpack, real_output = processor.unpack_rows, processor.output_packets
 
-    def unpack(cluster_id: str, packet: bytes) -> list[dict[str, object]]:
+    def unpack(packet: bytes) -> list[list[object]]:
         seen.append(("unpack", gc.isenabled()))
-        return real_unpack(cluster_id, packet)
+        return real_unpack(packet)
 
     def output(sink: processor.RowSink, bucket: int) -> Iterator[pd.DataFrame]:
         seen.append(("output", gc.isenabled()))

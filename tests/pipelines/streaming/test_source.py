@@ -19,7 +19,7 @@ from jbod_model.simulator.output import append_to_segment, corrupt_batch, write_
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.stream import entry_to_line
-from pipelines.streaming.codec import entry_to_row, row_to_entry
+from pipelines.streaming.codec import entry_to_row, packed_row, row_to_entry
 from pipelines.streaming.source import (
     SourceConfig,
     SourcePlanner,
@@ -111,7 +111,7 @@ def test_rows_decode_into_the_entries_read(tmp_path: Path) -> None:
     node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
     ci = discover([node])[0]
     rows = list(read_range(ci, {"next": -1, "snap": -1}, {"next": len(ENTRIES), "snap": -1}))
-    decoded = [row_to_entry(dataclasses.asdict(r)) for r in rows]
+    decoded = [row_to_entry(packed_row(dataclasses.asdict(r))) for r in rows]
     assert [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in decoded] == \
         [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in ENTRIES]
 
@@ -184,7 +184,8 @@ def test_a_stream_behind_the_log_start_re_bootstraps_from_the_snapshot_that_cove
     assert snapshot and rows[: len(snapshot)] == snapshot
     # Every snapshot row says which offsets were never read: bases[1] .. the snapshot's end - 1.
     assert {(r.gap_from, r.snapshot_end) for r in snapshot} == {(bases[1], bases[3])}
-    image = replay_entries([e for r in snapshot if isinstance(e := row_to_entry(dataclasses.asdict(r)), LogEntry)])
+    read = [row_to_entry(packed_row(dataclasses.asdict(r))) for r in snapshot]
+    image = replay_entries([e for e in read if isinstance(e, LogEntry)])
     assert image.same_state(replay_entries([e for e in ENTRIES if e.offset < bases[3]]))
     assert [r.offset for r in rows if r.kind == "record"] == [e.offset for e in ENTRIES if e.offset >= bases[3]]
 
@@ -344,9 +345,9 @@ def test_an_input_row_reads_back_as_the_entry_it_was_made_from() -> None:
     epoch, time, source — and data that reader refuses still gets the general reader's error."""
     entries = churn_log(ChurnSpec(seed=11, operations=120, noop_share=0.2))
     rows = [dataclasses.asdict(entry_to_row("c", "record", i, e, buckets=4)) for i, e in enumerate(entries)]
-    assert [row_to_entry(r) for r in rows] == entries
+    assert [row_to_entry(packed_row(r)) for r in rows] == entries
     assert len({type(e.record) for e in entries}) >= 5
     change = next(r for r in rows if r["type"] == "PARTITION_CHANGE_RECORD")
     bad = {**change, "data": json.dumps({**json.loads(change["data"]), "partitionId": "seven"})}
     with pytest.raises(InputError, match="partitionId"):
-        row_to_entry(bad)
+        row_to_entry(packed_row(bad), "c")
