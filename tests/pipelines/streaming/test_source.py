@@ -19,7 +19,20 @@ from jbod_model.simulator.output import append_to_segment, corrupt_batch, write_
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.stream import entry_to_line
-from pipelines.streaming.codec import entry_to_row, packed_row, row_to_entry
+from pipelines.streaming.codec import (
+    DATA,
+    KIND,
+    OFFSET,
+    PACKED_FIELDS,
+    PAYLOAD,
+    SEQ,
+    SOURCE,
+    TYPE,
+    VERSION,
+    entry_to_row,
+    packed_row,
+    row_to_entry,
+)
 from pipelines.streaming.source import (
     SourceConfig,
     SourcePlanner,
@@ -337,6 +350,14 @@ def test_a_range_is_split_only_where_it_is_worth_it(tmp_path: Path) -> None:
     jsonl = write_jsonl_file(tmp_path / "c.jsonl", ENTRIES)
     [(ci, s, e)] = _planner([jsonl]).plan({}, _planner([jsonl]).latest())
     assert split_range(ci, s, e, 4, min_entries=1) == [(s, e)]  # byte positions: read by one task
+
+
+def test_a_packed_row_holds_an_entrys_own_fields_where_row_to_entry_reads_them() -> None:
+    """``row_to_entry`` reads an entry's fields from a packed row in one slice: they must stay together, in order."""
+    assert PACKED_FIELDS[OFFSET:SOURCE + 1] == ("offset", "batch_base_offset", "leader_epoch", "timestamp", "type",
+                                                "version", "data", "payload", "source")
+    assert [PACKED_FIELDS[i] for i in (KIND, SEQ, TYPE, VERSION, DATA, PAYLOAD)] == \
+        ["kind", "seq", "type", "version", "data", "payload"]
 
 
 def test_an_input_row_reads_back_as_the_entry_it_was_made_from() -> None:
