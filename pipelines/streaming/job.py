@@ -82,6 +82,13 @@ DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failu
 #: The JVM options of the driver and the executors: the C1 JIT alone (see :data:`DEFAULT_CONF`).
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 
+#: glibc's malloc arenas in the JVMs the job starts (the driver's, started here; executors' through
+#: ``spark.executorEnv``). glibc gives each thread that allocates natively an arena of its own, up to eight per
+#: core, and the JVM's threads (RocksDB's, Arrow's, the codecs') kept them all resident: at 2 M partitions the
+#: driver's JVM was resident 4.4–5.5 GB with a 2–3 GB heap, 3.9 GB with 2 arenas and a 3 GB heap
+#: (docs/state-design.md, "thirteenth round"). An operator's own ``MALLOC_ARENA_MAX`` wins.
+MALLOC_ARENAS = "2"
+
 #: Settings every session of the job needs, whatever the profile says: the RocksDB state store
 #: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
 REQUIRED_CONF: Mapping[str, str] = {
@@ -106,6 +113,7 @@ DEFAULT_CONF: Mapping[str, str] = {
     # (docs/state-design.md, "Packets and the JIT").
     "spark.driver.extraJavaOptions": JIT_OPTIONS,
     "spark.executor.extraJavaOptions": JIT_OPTIONS,
+    "spark.executorEnv.MALLOC_ARENA_MAX": MALLOC_ARENAS,
 }
 
 
@@ -147,6 +155,8 @@ def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        # Read by glibc when the driver's JVM starts (it inherits this environment), and by its Python workers.
+        os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
         builder = SparkSession.builder.master(master).appName(app_name)
         settings = {**DEFAULT_CONF, **(conf or {})}
     else:

@@ -1006,7 +1006,7 @@ _NO_ROW: Sequence[Any] = (None,) * len(PACKED_FIELDS)
 
 def _packed_rows(batch: InputBatch) -> list[Sequence[Any]]:
     """A batch's input rows as packed rows (``codec.unpack_rows``): as they are, or from rows by column name (a
-    pandas frame, dicts: the tests' and the notebooks' way in)."""
+    pandas frame, dicts: the tests' way in)."""
     if batch is None:
         return []
     if isinstance(batch, pd.DataFrame):
