@@ -295,8 +295,6 @@ KIND, SEQ, OFFSET, TYPE, VERSION, DATA, PAYLOAD, SOURCE = (
     _POSITION[name] for name in ("kind", "seq", "offset", "type", "version", "data", "payload", "source"))
 SNAPSHOT_END, INPUT, GAP_FROM, GAP_LAST, MESSAGE, SNAPSHOT_INDEX = (
     _POSITION[name] for name in ("snapshot_end", "input", "gap_from", "gap_last", "message", "snapshot_index"))
-#: The fields from ``offset`` to ``source`` are an entry's own: ``row_to_entry`` reads them in one slice, in the order
-#: of :class:`InputRow` (offset, batch base offset, leader epoch, timestamp, type, version, data, payload, source).
 #: Fields that hold a number: a row by column name from pandas has them as floats (NaN for null).
 _INT_FIELDS = frozenset(f.name for f in dataclasses.fields(InputRow) if f.type in ("int", "int | None"))
 
@@ -316,7 +314,10 @@ def packed_row(row: Mapping[str, Any]) -> list[Any]:
 
 
 def row_to_entry(row: Sequence[Any], cluster_id: str = "") -> StreamEntry:
-    """The stream entry of an input row (a packed row, :func:`unpack_rows`); ``cluster_id`` names it in errors."""
+    """The stream entry of an input row (a packed row, :func:`unpack_rows`); ``cluster_id`` names it in errors.
+
+    The fields from ``offset`` to ``source`` are the entry's own and are read in one slice, in the order of
+    :class:`InputRow` (offset, batch base offset, leader epoch, timestamp, type, version, data, payload, source)."""
     offset, batch_base_offset, leader_epoch, timestamp, type_name, version, data, payload, source = \
         row[OFFSET:SOURCE + 1]
     if (type(offset) is int and offset >= 0 and type(type_name) is str and type(version) is int and data is not None

@@ -899,7 +899,7 @@ def replay_packets(cluster_id: str, packets: list[tuple[int, bytes]], meta_state
     "thirteenth round")."""
     packets.sort(key=lambda packet: packet[0])
     records = [row for _seq, packet in packets for row in unpack_rows(packet)]
-    sink = replay_bucket(cluster_id, records or None, meta_state, maps, bucket, buckets, gap_state,
+    sink = replay_bucket(cluster_id, records, meta_state, maps, bucket, buckets, gap_state,
                          bulk_read_rows=bulk_read_rows)
     del records
     out = next(output_packets(sink, bucket), None)
@@ -1014,7 +1014,7 @@ def _packed_rows(batch: InputBatch) -> list[Sequence[Any]]:
         # ``batch.to_dict("records")`` without boxing value by value.
         return [packed_row(dict(zip(columns, values, strict=True)))
                 for values in zip(*(batch[c].tolist() for c in columns), strict=True)]
-    rows = list(batch)
+    rows = batch if isinstance(batch, list) else list(batch)
     if rows and isinstance(rows[0], Mapping):
         return [packed_row(cast("Mapping[str, Any]", r)) for r in rows]
     return cast("list[Sequence[Any]]", rows)
