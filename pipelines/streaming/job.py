@@ -43,6 +43,7 @@ from pipelines.lakehouse.tables import (
     last_offset,
     read_table,
 )
+from pipelines.streaming.classdata import archive_options
 from pipelines.streaming.processor import (
     OUTPUT_SCHEMA,
     ClusterReplayProcessor,
@@ -139,6 +140,22 @@ def submitted_conf() -> dict[str, str] | None:
     return {str(k): str(v) for k, v in SparkConf().getAll()}
 
 
+def _add_class_archive(settings: dict[str, str]) -> None:
+    """The driver JVM's class-data archive (``classdata``), when this process is about to start its JVM: a JVM
+    already running here (pyspark keeps one per process, across sessions) was started with its options."""
+    from pyspark import SparkContext  # noqa: PLC0415 - pyspark's own state, as builder.getOrCreate reads it
+    from pyspark.find_spark_home import _find_spark_home  # noqa: PLC0415
+
+    if SparkContext._gateway is not None:
+        return
+    key = "spark.driver.extraJavaOptions"
+    options = settings.get(key, "")
+    jars = Path(_find_spark_home()) / "jars"  # type: ignore[no-untyped-call]
+    extra = archive_options(options, jars, settings.get("spark.driver.memory", ""))
+    if extra:
+        settings[key] = f"{options} {extra}".strip()
+
+
 def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
                   app_name: str = "kraft-jbod", jvm_log: Path | None = None) -> SparkSession:
     """A session for the job: loopback networking, this interpreter for Python workers, the required conf.
@@ -159,6 +176,7 @@ def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
         os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
         builder = SparkSession.builder.master(master).appName(app_name)
         settings = {**DEFAULT_CONF, **(conf or {})}
+        _add_class_archive(settings)
     else:
         builder = SparkSession.builder
         if "spark.app.name" not in submitted:
