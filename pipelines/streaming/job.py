@@ -43,7 +43,7 @@ from pipelines.lakehouse.tables import (
     last_offset,
     read_table,
 )
-from pipelines.streaming.classdata import archive_options
+from pipelines.streaming.classdata import archive_options, cache_dir
 from pipelines.streaming.processor import (
     OUTPUT_SCHEMA,
     ClusterReplayProcessor,
@@ -52,6 +52,7 @@ from pipelines.streaming.processor import (
     unpack_output,
 )
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
+from pipelines.streaming.sparkhome import use_python_home
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
 #: pays a fixed price — planning, a task per state partition, the state store's commit, a Delta commit per table,
@@ -140,14 +141,16 @@ def submitted_conf() -> dict[str, str] | None:
     return {str(k): str(v) for k, v in SparkConf().getAll()}
 
 
-def _add_class_archive(settings: dict[str, str]) -> None:
-    """The driver JVM's class-data archive (``classdata``), when this process is about to start its JVM: a JVM
-    already running here (pyspark keeps one per process, across sessions) was started with its options."""
+def _prepare_driver_jvm(settings: dict[str, str]) -> None:
+    """Before this process starts its JVM (pyspark keeps one per process, across sessions: one already running was
+    started with its options): a Spark home whose Python processes import the installed pyspark
+    (``sparkhome``), and the JVM's class-data archive (``classdata``)."""
     from pyspark import SparkContext  # noqa: PLC0415 - pyspark's own state, as builder.getOrCreate reads it
     from pyspark.find_spark_home import _find_spark_home  # noqa: PLC0415
 
     if SparkContext._gateway is not None:
         return
+    use_python_home(cache_dir())
     key = "spark.driver.extraJavaOptions"
     options = settings.get(key, "")
     jars = Path(_find_spark_home()) / "jars"  # type: ignore[no-untyped-call]
@@ -176,7 +179,7 @@ def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
         os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
         builder = SparkSession.builder.master(master).appName(app_name)
         settings = {**DEFAULT_CONF, **(conf or {})}
-        _add_class_archive(settings)
+        _prepare_driver_jvm(settings)
     else:
         builder = SparkSession.builder
         if "spark.app.name" not in submitted:
