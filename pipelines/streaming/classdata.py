@@ -1,9 +1,10 @@
 """A class-data archive for the driver's JVM (AppCDS, JEP 350): Spark's classes as the last run left them loaded.
 
 Every JVM the job starts loads, verifies and links about 12,000 of Spark's classes before its first micro-batch, at
-about one core: measured here, a session took 6.1–7.5 s to start, 3.6–4.2 s with an archive, and an incremental run
-of the 200 k-partition benchmark cluster 23.4 → 18.0 s from the command's start (docs/state-design.md,
-"fourteenth round"). The JVM maps the archive's classes instead (``-XX:SharedArchiveFile``).
+about one core: measured here, a session and a trivial query took 6.1–7.5 s + 2.8–3.2 s, 3.6–4.2 s + 1.3–1.5 s with
+an archive, and an incremental run of the 200 k-partition benchmark cluster 25.0–29.5 s → 20.6–22.5 s from the
+command's start (docs/state-design.md, "fourteenth round"). The JVM maps the archive's classes instead
+(``-XX:SharedArchiveFile``).
 
 The archive is made by the JVM itself: a session that finds none asks its JVM to write one when it exits
 (``-XX:ArchiveClassesAtExit``), into a file reserved for it (``<key>.<token>.partial``; the JVM writes it after the
