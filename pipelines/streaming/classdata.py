@@ -36,20 +36,27 @@ SETTLE_SECONDS = 30.0
 #: A reservation still without a finished archive this long after its last write belonged to a JVM that was killed
 #: or still runs (a long ``--follow``): given up, and another session may dump.
 PENDING_SECONDS = 24 * 3600.0
+#: An archive no session has mapped for this long (another pyspark's, another heap's) is removed.
+UNUSED_SECONDS = 30 * 24 * 3600.0
 #: Options by which an operator already chose what the JVM does with class data.
 _OWN_OPTIONS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "DumpLoadedClassList")
 #: The JVM's messages about archives (a refused archive is reported as a warning on every start).
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
     """Where kraft-jbod keeps what it can rebuild: ``$KRAFT_JBOD_CACHE_DIR``, else ``$XDG_CACHE_HOME/kraft-jbod``,
-    else ``~/.cache/kraft-jbod``."""
+    else ``~/.cache/kraft-jbod``; None when there is no home to find it in (a service account without one)."""
     own = os.environ.get("KRAFT_JBOD_CACHE_DIR")
     if own:
         return Path(own)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "kraft-jbod"
+    if xdg:
+        return Path(xdg) / "kraft-jbod"
+    try:
+        return Path.home() / ".cache" / "kraft-jbod"
+    except RuntimeError:
+        return None
 
 
 def java_binary() -> Path | None:
@@ -81,6 +88,16 @@ def _finished(path: Path) -> bool:
         return False
 
 
+def _mapped(archive: Path, now: float) -> str:
+    """The options that map ``archive``, marked as used now; the folder's archives unused for
+    :data:`UNUSED_SECONDS` removed (a JVM that still maps one keeps its pages)."""
+    os.utime(archive, (now, now))
+    for other in archive.parent.glob("*.jsa"):
+        if now - other.stat().st_mtime >= UNUSED_SECONDS:
+            other.unlink(missing_ok=True)
+    return f"-XX:SharedArchiveFile={archive} {_QUIET}"
+
+
 def archive_options(options: str, jars: Path, memory: str = "", *, java: Path | None = None,
                     cache: Path | None = None, now: float | None = None) -> str:
     """JVM options to add to the driver's ``options`` (its ``spark.driver.extraJavaOptions``; ``memory``: its
@@ -91,7 +108,10 @@ def archive_options(options: str, jars: Path, memory: str = "", *, java: Path | 
     java = java or java_binary()
     if java is None or not jars.is_dir():
         return ""
-    folder = (cache or cache_dir()) / "jvm"
+    cache = cache or cache_dir()
+    if cache is None:
+        return ""
+    folder = cache / "jvm"
     now = time.time() if now is None else now
     try:
         key = archive_key(java, jars, options, memory)
@@ -100,14 +120,14 @@ def archive_options(options: str, jars: Path, memory: str = "", *, java: Path | 
             for late in folder.glob(f"{key}.*.partial"):  # a second dump, finished after the first was taken
                 if _finished(late) and now - late.stat().st_mtime >= SETTLE_SECONDS:
                     late.unlink(missing_ok=True)
-            return f"-XX:SharedArchiveFile={archive} {_QUIET}"
+            return _mapped(archive, now)
         pending = False
         for partial in folder.glob(f"{key}.*.partial"):
             age = now - partial.stat().st_mtime
             if _finished(partial):
                 if age >= SETTLE_SECONDS:
                     os.replace(partial, archive)
-                    return f"-XX:SharedArchiveFile={archive} {_QUIET}"
+                    return _mapped(archive, now)
                 pending = True
             elif age >= PENDING_SECONDS:
                 partial.unlink(missing_ok=True)

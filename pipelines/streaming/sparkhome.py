@@ -74,10 +74,11 @@ def python_home(real: Path, cache: Path) -> Path | None:
     return home
 
 
-def use_python_home(cache: Path) -> None:
+def use_python_home(cache: Path | None) -> None:
     """Point ``SPARK_HOME`` at :func:`python_home` for the JVM this process is about to start — unless the operator
-    set one, or Spark's Python processes run another interpreter."""
-    if "SPARK_HOME" in os.environ or os.environ.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
+    set one, Spark's Python processes run another interpreter, or there is no cache."""
+    if cache is None or "SPARK_HOME" in os.environ \
+            or os.environ.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
         return
     home = python_home(installed_pyspark(), cache)
     if home is not None:

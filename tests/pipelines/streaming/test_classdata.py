@@ -15,8 +15,10 @@ from pipelines.streaming.classdata import (
     ARCHIVE_MAGIC,
     PENDING_SECONDS,
     SETTLE_SECONDS,
+    UNUSED_SECONDS,
     archive_key,
     archive_options,
+    cache_dir,
     java_binary,
 )
 
@@ -99,6 +101,38 @@ def test_a_dump_cut_short_is_never_mapped_and_is_given_up_after_a_day(
     [reserved] = _partials(cache)
     assert f"-XX:ArchiveClassesAtExit={reserved}" in extra.split()
     assert not list((cache / "jvm").glob("*.jsa"))
+
+
+def test_an_archive_unused_for_a_month_is_removed_when_another_is_mapped(
+        install: tuple[Path, Path], tmp_path: Path) -> None:
+    """Another pyspark's or another heap's archive (140–170 MB each) does not stay in the cache for ever."""
+    cache = tmp_path / "cache"
+    _options(install, cache)
+    [reserved] = _partials(cache)
+    _finish(reserved, age=SETTLE_SECONDS + 1)
+    old, recent = cache / "jvm" / "0ld.jsa", cache / "jvm" / "recent.jsa"
+    for path, age in ((old, UNUSED_SECONDS + 60), (recent, UNUSED_SECONDS - 3600)):
+        _finish(path, age)
+    extra = _options(install, cache)
+    [archive] = [p for p in (cache / "jvm").glob("*.jsa") if p not in (old, recent)]
+    assert f"-XX:SharedArchiveFile={archive}" in extra.split()
+    assert not old.exists() and recent.exists()
+    assert time.time() - archive.stat().st_mtime < 60, "the archive in use is marked as used"
+
+
+def test_no_home_means_no_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KRAFT_JBOD_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "kraft-jbod"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", homeless)
+    assert cache_dir() is None
+    monkeypatch.setenv("KRAFT_JBOD_CACHE_DIR", str(tmp_path / "own"))
+    assert cache_dir() == tmp_path / "own"
 
 
 def test_the_archive_is_named_by_the_java_the_jars_and_the_options(install: tuple[Path, Path]) -> None:
