@@ -141,3 +141,13 @@ def archive_options(options: str, jars: Path, memory: str = "", *, java: Path | 
     except OSError:
         return ""  # no cache to write to (read-only home, full disk): the JVM starts as it would without one
     return f"-XX:ArchiveClassesAtExit={reserved} {_QUIET}"
+
+
+def release(options: str) -> None:
+    """Give back the reservation ``options`` asked a JVM to dump into, when that JVM never started (a session that
+    failed to launch would otherwise keep other sessions from dumping for :data:`PENDING_SECONDS`)."""
+    for option in options.split():
+        if option.startswith("-XX:ArchiveClassesAtExit="):
+            reserved = Path(option.partition("=")[2])
+            if reserved.name.endswith(".partial") and reserved.is_file() and reserved.stat().st_size == 0:
+                reserved.unlink(missing_ok=True)

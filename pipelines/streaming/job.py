@@ -43,7 +43,7 @@ from pipelines.lakehouse.tables import (
     last_offset,
     read_table,
 )
-from pipelines.streaming.classdata import archive_options, cache_dir
+from pipelines.streaming.classdata import archive_options, cache_dir, release
 from pipelines.streaming.processor import (
     OUTPUT_SCHEMA,
     ClusterReplayProcessor,
@@ -189,7 +189,11 @@ def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
     for key, value in {**settings, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
     with _redirect([1, 2], jvm_log) if jvm_log is not None and submitted is None else nullcontext():
-        spark = builder.getOrCreate()
+        try:
+            spark = builder.getOrCreate()
+        except BaseException:
+            release(settings.get("spark.driver.extraJavaOptions", ""))
+            raise
     spark.sparkContext.setLogLevel("ERROR")
     if submitted is not None:
         # Say so: an operator who set a master in the profile should see why another one is used.

@@ -20,6 +20,7 @@ from pipelines.streaming.classdata import (
     archive_options,
     cache_dir,
     java_binary,
+    release,
 )
 
 OPTIONS = "-XX:TieredStopAtLevel=1"
@@ -61,6 +62,19 @@ def test_a_session_without_an_archive_reserves_one_and_asks_its_jvm_to_dump_into
     assert reserved.stat().st_size == 0
     assert f"-XX:ArchiveClassesAtExit={reserved}" in extra.split()
     assert "-Xlog:cds=off" in extra.split()
+
+
+def test_a_session_that_never_started_its_jvm_gives_its_reservation_back(
+        install: tuple[Path, Path], tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    extra = _options(install, cache)
+    release(f"{OPTIONS} {extra}")
+    assert _partials(cache) == []
+    extra = _options(install, cache)
+    [reserved] = _partials(cache)
+    _finish(reserved, age=1.0)
+    release(extra)
+    assert reserved.exists(), "a JVM's dump is never removed"
 
 
 def test_while_a_dump_is_pending_other_sessions_start_without_an_archive(
