@@ -44,7 +44,8 @@ from jbod_model.replay import Replayer
 from jbod_model.stream import entry_from_json
 from pipelines.lakehouse.tables import plan_batch
 from pipelines.streaming.codec import entry_to_row, fan_out, pack_rows
-from pipelines.streaming.processor import MAP_STATES, batch_rows, replay_packets, settle_batch, unpack_output
+from pipelines.streaming.processor import batch_rows, replay_packets, settle_batch, unpack_output
+from pipelines.streaming.stateful import MAP_STATES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 # The tests' stand-ins of Spark's state.

@@ -41,7 +41,8 @@ def install() -> None:
 
 #: What every task of the job imports: loaded once in the daemon, inherited by every forked worker.
 PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "pyspark.sql.pandas.serializers",
-           "pyspark.sql.streaming.stateful_processor", "pipelines.streaming.processor", "pipelines.streaming.source")
+           "pyspark.sql.streaming.stateful_processor", "pipelines.streaming.stateful", "pipelines.streaming.processor",
+           "pipelines.streaming.source")
 
 
 def prefer_installed_pyspark() -> None:

@@ -44,15 +44,10 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.classdata import archive_options, cache_dir, release
-from pipelines.streaming.processor import (
-    OUTPUT_SCHEMA,
-    ClusterReplayProcessor,
-    batch_rows,
-    settle_batch,
-    unpack_output,
-)
+from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, settle_batch, unpack_output
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 from pipelines.streaming.sparkhome import use_python_home
+from pipelines.streaming.stateful import ClusterReplayProcessor
 
 #: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
 #: pays a fixed price — planning, a task per state partition, the state store's commit, a Delta commit per table,

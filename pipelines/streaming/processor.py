@@ -1,7 +1,8 @@
 """The stateful operator: each cluster's entries, in offset order, through ``jbod_model``; out come table rows.
 
 A short adapter (decode rows → ``jbod_model`` → encode rows), run by ``transformWithStateInPandas`` with one grouping
-key per cluster id. The cluster's image lives in keyed state (docs/state-design.md):
+key per cluster id and replay bucket (the processor class and its state's declarations:
+:mod:`pipelines.streaming.stateful`). The cluster's image lives in keyed state (docs/state-design.md):
 
 ================  =========================================  ================================================
 state variable    key → value                                why
@@ -43,15 +44,9 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.streaming.stateful_processor import (
-    MapState,
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-    ValueState,
-)
+from pyspark.sql.streaming.stateful_processor import MapState, ValueState
 
-from jbod_model.buckets import check_buckets, cluster_halt, owned_routed_step, past_halt
+from jbod_model.buckets import cluster_halt, owned_routed_step, past_halt
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -649,50 +644,6 @@ def _rebootstrap_message(gap_from: int, snapshot_end: int, changed: int) -> str:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The processor
-
-
-#: The operator's map states: name → (key schema, value schema), as ``getMapState`` declares them.
-MAP_STATES: dict[str, tuple[str, str]] = {
-    "features": ("name string", "level int"),
-    "brokers": ("broker_id int", "reg string"),
-    "topics": ("topic_id string", "name string, ranges string"),
-    "topic_names": ("name string", "topic_id string"),
-    "partitions": ("chunk int", "parts string"),
-    "broker_parts": ("broker_id int, bucket int", "keys string"),
-    "configs": ("resource_type int, resource_name string", "entries string"),
-}
-#: ``buckets``: the cluster's bucket count when the state was written; a run with another count is refused (a
-#: partition's bucket would change under it).
-_META_SCHEMA = "last_offset long, pending string, controller string, halted string, origin string, buckets int"
-
-
-class ClusterReplayProcessor(StatefulProcessor):
-    """``transformWithStateInPandas`` processor: one grouping key per (cluster, replay bucket) — see the module
-    docstring and ``jbod_model.buckets``."""
-
-    def __init__(self, buckets: int = 1, bulk_read_rows: int | None = None) -> None:
-        self._buckets = check_buckets(buckets)
-        self._bulk_read_rows = bulk_read_rows
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self._meta: ValueState = handle.getValueState("meta", _META_SCHEMA)
-        # The last range skipped under policy skip: a later fault may be its consequence (jbod_model.gaps).
-        self._gap: ValueState = handle.getValueState("gap", "last string")
-        self._maps = {name: handle.getMapState(name, key, value) for name, (key, value) in MAP_STATES.items()}
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
-                        timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        # The grouping key of a bucket is chosen for its state partition (pipelines.streaming.placement); the bucket
-        # is the key modulo the bucket count.
-        cluster_id, bucket = str(key[0]), int(key[1]) % self._buckets
-        packets = [(int(s), p) for frame in rows for s, p in zip(frame["seq"], frame["rows"], strict=True)]
-        out = replay_packets(cluster_id, packets, self._meta, self._maps, bucket, self._buckets, self._gap,
-                             bulk_read_rows=self._bulk_read_rows)
-        if out is not None:
-            yield out
-
-    def close(self) -> None:
-        pass
 
 
 def output_packets(sink: RowSink, bucket: int) -> Iterator[pd.DataFrame]:

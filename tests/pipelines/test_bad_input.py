@@ -27,7 +27,7 @@ from jbod_model.stream import StreamEntry
 from pipelines.cli import app
 from pipelines.cli.shared import EXIT_DECODE
 from pipelines.streaming.codec import InputRow, entry_to_row
-from pipelines.streaming.processor import MAP_STATES, replay_batch
+from pipelines.streaming.processor import replay_batch
 from pipelines.streaming.source import (
     GAP_ROW_TYPE,
     SourceConfig,
@@ -37,6 +37,7 @@ from pipelines.streaming.source import (
     read_range,
     source_options,
 )
+from pipelines.streaming.stateful import MAP_STATES
 
 ENTRIES = churn_log(ChurnSpec(seed=5, operations=20))
 cli = CliRunner(env={"COLUMNS": "400"})

@@ -23,7 +23,8 @@ from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner, load_json
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import DeltaRsWriter, as_of_image
 from pipelines.streaming.codec import entry_to_row
-from pipelines.streaming.processor import MAP_STATES, replay_batch
+from pipelines.streaming.processor import replay_batch
+from pipelines.streaming.stateful import MAP_STATES
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "pipelines" / "examples" / "demo-disk-failure.jsonl"

@@ -37,7 +37,8 @@ from pipelines.streaming.codec import (
     unpack_rows,
 )
 from pipelines.streaming.job import check_state_layout, summarize_cluster
-from pipelines.streaming.processor import MAP_STATES, replay_batch, replay_bucket, settle_batch, sink_output
+from pipelines.streaming.processor import replay_batch, replay_bucket, settle_batch, sink_output
+from pipelines.streaming.stateful import MAP_STATES, ClusterReplayProcessor
 
 CURRENT_TABLES = {e.current for e in ENTITIES.values()}
 
@@ -429,7 +430,7 @@ def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPat
     expected = replay_batch("c", _frame(entries), FakeValueState(), {n: FakeMapState() for n in MAP_STATES})
 
     monkeypatch.setattr(processor, "OUTPUT_PACKET_ROWS", 7)
-    proc = processor.ClusterReplayProcessor(1)
+    proc = ClusterReplayProcessor(1)
     proc.init(_FakeHandle())  # type: ignore[arg-type]
     packets = [pd.DataFrame({"seq": [rows[i].seq], "rows": [pack_rows(rows[i:i + 5])]}) for i in range(0, len(rows), 5)]
     out = list(proc.handleInputRows(("c", 0), iter(packets[::-1]), None))  # type: ignore[arg-type]
