@@ -156,7 +156,9 @@ def _prepare_driver_jvm(settings: dict[str, str]) -> None:
 
 def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
                   app_name: str = "kraft-jbod", jvm_log: Path | None = None) -> SparkSession:
-    """A session for the job: loopback networking, this interpreter for Python workers, the required conf.
+    """A session for the job: loopback networking, this interpreter for Python workers, the required conf; a JVM
+    started here maps a class-data archive of Spark's classes and runs in a Spark home without pyspark's zip
+    (:func:`_prepare_driver_jvm`).
 
     Under spark-submit (:func:`submitted_conf`) spark-submit's settings win: its master and app name are kept
     (``master`` is ignored), a ``spark.*`` key it set is not overridden by ``conf`` (the profile), the launch
