@@ -116,23 +116,20 @@ def archive_options(options: str, jars: Path, memory: str = "", *, java: Path | 
     try:
         key = archive_key(java, jars, options, memory)
         archive = folder / f"{key}.jsa"
-        if archive.is_file():
-            for late in folder.glob(f"{key}.*.partial"):  # a second dump, finished after the first was taken
-                if _finished(late) and now - late.stat().st_mtime >= SETTLE_SECONDS:
-                    late.unlink(missing_ok=True)
-            return _mapped(archive, now)
         pending = False
         for partial in folder.glob(f"{key}.*.partial"):
-            age = now - partial.stat().st_mtime
-            if _finished(partial):
-                if age >= SETTLE_SECONDS:
+            age, finished = now - partial.stat().st_mtime, _finished(partial)
+            if finished and age >= SETTLE_SECONDS:
+                if archive.is_file():
+                    partial.unlink(missing_ok=True)  # a second dump, finished after the first was taken
+                else:
                     os.replace(partial, archive)
-                    return _mapped(archive, now)
-                pending = True
-            elif age >= PENDING_SECONDS:
+            elif not finished and age >= PENDING_SECONDS:
                 partial.unlink(missing_ok=True)
             else:
                 pending = True
+        if archive.is_file():
+            return _mapped(archive, now)
         if pending:
             return ""
         folder.mkdir(parents=True, exist_ok=True)

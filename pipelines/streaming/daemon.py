@@ -29,6 +29,8 @@ import sys
 import zipimport
 from pathlib import Path
 
+from pipelines.streaming.sparkhome import PYSPARK_ZIP
+
 
 def _keep_directory(_importer: zipimport.zipimporter) -> None:
     """``zipimporter.invalidate_caches`` for archives that do not change while the worker runs."""
@@ -49,13 +51,13 @@ def prefer_installed_pyspark() -> None:
     """Drop from ``sys.path`` a ``pyspark.zip`` that is the installed pyspark package's own copy (pip's pyspark
     ships it as ``pyspark/python/lib/pyspark.zip``): the same modules then import from the package, with cached
     bytecode. Any other archive (a different Spark's) stays."""
-    zips = [p for p in sys.path if os.path.basename(p) == "pyspark.zip"]
+    zips = [p for p in sys.path if os.path.basename(p) == PYSPARK_ZIP.name]
     if not zips:
         return
     spec = importlib.machinery.PathFinder.find_spec("pyspark", [p for p in sys.path if p not in zips])
     if spec is None or spec.origin is None:
         return
-    own = (Path(spec.origin).parent / "python" / "lib" / "pyspark.zip").resolve()
+    own = (Path(spec.origin).parent / PYSPARK_ZIP).resolve()
     for path in zips:
         if Path(path).resolve() == own:
             sys.path.remove(path)
