@@ -49,10 +49,10 @@ from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover,
 from pipelines.streaming.sparkhome import use_python_home
 from pipelines.streaming.stateful import ClusterReplayProcessor
 
-#: Entries per cluster and micro-batch when not given: bounds the memory of a batch on a long log. Every batch
-#: pays a fixed price — planning, a task per state partition, the state store's commit, a Delta commit per table,
-#: a rewrite of each partition chunk it touches (most of them) — so larger batches cost less per entry
-#: (docs/state-design.md "Where the time goes").
+#: Entries per micro-batch when not given, all clusters together (the source shares them out): bounds the memory of
+#: a batch on a long log or a large fleet. Every batch pays a fixed price — planning, a task per state partition,
+#: the state store's commit, a Delta commit per table — so larger batches cost less per entry (docs/state-design.md
+#: "Where the time goes").
 DEFAULT_MAX_ENTRIES_PER_BATCH = 250_000
 
 #: Replay buckets per cluster when not given (``jbod_model.buckets``): a cluster's keys spread over the state
@@ -386,7 +386,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     ``tables_dir``; the checkpoint defaults to ``<tables_dir>/_checkpoints/replay``.
 
     Without ``follow`` the job processes what is available when it starts and stops (``AvailableNow``), in
-    micro-batches of at most ``max_entries_per_batch`` entries per cluster (default
+    micro-batches of at most ``max_entries_per_batch`` entries, all clusters together (default
     :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
     until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
@@ -443,7 +443,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
                              splits=splits if splits is not None else session.sparkContext.defaultParallelism,
                              min_split_entries=min_split_entries)
     if not follow:
-        # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries per cluster. Spark's own
+        # AvailableNow: what is there now, in micro-batches of at most ``cap`` entries. Spark's own
         # AvailableNow would read one batch only from a Python source (no admission control), so the source is told
         # where to stop and the query runs until it has nothing more.
         options["endOffsets"] = json.dumps(available_offsets(options))

@@ -19,9 +19,9 @@ started from or one it re-bootstrapped from, -1 for none), ``{"file": i, "pos": 
 restart resumes exactly, and a re-read of a grown segment reads offsets ``[start, end)`` only: no record is ever
 emitted twice.
 
-Options: ``paths`` (JSON list), ``clusterId``, ``clusterIds``, ``maxEntriesPerBatch`` (per cluster and micro-batch;
-Spark's Python sources have no admission control, so the reader caps ``latestOffset`` itself — used by the contract
-tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batches; ``skip`` emits one
+Options: ``paths`` (JSON list), ``clusterId``, ``clusterIds``, ``maxEntriesPerBatch`` (per micro-batch, shared among
+the clusters with something to read: :func:`share_budget`; Spark's Python sources have no admission control, so the
+reader caps ``latestOffset`` itself — also used by the contract tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batches; ``skip`` emits one
 ``kind = "gap"`` row per skipped range), ``checkpointLocation`` (the
 query's checkpoint: Spark asks a restarted reader for its latest offset before saying where the stream stands, so
 the reader reads the start from the checkpoint's offset log to apply the cap), ``endOffsets`` (JSON offsets the
@@ -178,7 +178,27 @@ class TailCache:
         return max(ends) if ends else None
 
 
-def _latest_log(ci: ClusterInput, current: Position, cap: int | None, tails: TailCache) -> Position:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _LogSpan:
+    """What a log cluster's next micro-batch could read: from ``begin`` (``snap``: the snapshot it starts from, -1
+    for none) to ``available``; offsets from ``begin`` to ``log_start`` are gone (Kafka deleted them)."""
+
+    begin: int
+    snap: int
+    available: int
+    log_start: int | None
+
+    def capped(self, cap: int | None) -> Position:
+        target = self.available if cap is None else min(self.available, self.begin + cap)
+        if self.log_start is not None and self.begin < self.log_start <= self.available:
+            # Offsets Kafka deleted that no snapshot covers hold no entry to cap: one range takes them whole, so the
+            # reader reports the run once (a range that starts inside a deleted run cannot tell it was reported).
+            target = max(target, self.log_start)
+        return {"next": target, "snap": self.snap}
+
+
+def _log_span(ci: ClusterInput, current: Position, tails: TailCache) -> _LogSpan | None:
+    """Where a log cluster stands (None: nothing written yet)."""
     copies = [MetadataLogDir.open(p) for p in ci.paths]
     end = tails.log_end(copies)
     if current["next"] >= 0:
@@ -199,19 +219,12 @@ def _latest_log(ci: ClusterInput, current: Position, cap: int | None, tails: Tai
         usable = [e for e in snapshots if log_start is None or log_start <= e <= (end if end is not None else e)]
         if not usable:
             if not snapshots and log_start is None:
-                return dict(current)  # nothing written yet
+                return None
             raise InputError(f"cluster {ci.cluster_id}: the log starts at offset {log_start} and no snapshot "
                              f"covers the offsets before it ({', '.join(map(str, snapshots)) or 'no snapshot'})")
         snap = usable[0] if log_start is not None else usable[-1]
         begin = snap
-    available = max(begin, end if end is not None else begin)
-    target = available if cap is None else min(available, begin + cap)
-    log_start = _log_start(copies)
-    if log_start is not None and begin < log_start <= available:
-        # Offsets Kafka deleted that no snapshot covers hold no entry to cap: one range takes them whole, so the
-        # reader reports the run once (a range that starts inside a deleted run cannot tell it was reported).
-        target = max(target, log_start)
-    return {"next": target, "snap": snap}
+    return _LogSpan(begin, snap, max(begin, end if end is not None else begin), _log_start(copies))
 
 
 def _log_start(copies: Sequence[MetadataLogDir]) -> int | None:
@@ -352,7 +365,7 @@ def _read_log(ci: ClusterInput, start: Position, end: Position, policy: ReadPoli
     from_snapshot = False
     if end["snap"] >= 0 and end["snap"] != start["snap"]:
         # A range whose end names another snapshot than its start begins with that snapshot: the stream's start
-        # (``first`` is -1), or a re-bootstrap after the log was truncated past ``first`` (see _latest_log).
+        # (``first`` is -1), or a re-bootstrap after the log was truncated past ``first`` (see _log_span).
         snapshot = next((s for s in log.snapshots if s.end_offset == end["snap"]), None)
         if snapshot is None:
             raise InputError(f"cluster {ci.cluster_id}: snapshot ending at offset {end['snap']} is gone; the stream "
@@ -652,6 +665,21 @@ class SourceConfig:
         return tuple(position[k] for k in key) >= tuple(stop[k] for k in key)
 
 
+def share_budget(pending: Mapping[str, int | None], budget: int) -> dict[str, int]:
+    """A micro-batch's cap shared among the clusters that read in it: ``pending`` says how many entries each has to
+    read (None: not known without reading them). Water-filling, smallest first: a cluster with less than an equal
+    share of what is left takes all it has, and the others share the rest; every cluster with something to read
+    gets at least one entry (so each moves on, however many share a small cap). One cluster gets the whole cap."""
+    out: dict[str, int] = {}
+    left, sharing = budget, len(pending)
+    for cid in sorted(pending, key=lambda c: (pending[c] is None, pending[c] or 0, c)):
+        share = max(1, left // sharing)
+        has = pending[cid]
+        out[cid] = share if has is None else min(has, share)
+        left, sharing = max(0, left - out[cid]), sharing - 1
+    return out
+
+
 class SourcePlanner:
     """The driver side of the stream reader, free of Spark: offsets and partitions (tested without a session)."""
 
@@ -673,18 +701,24 @@ class SourcePlanner:
             # Spark asks for the latest offset before telling the reader where the stream stands: a fresh query
             # starts at the initial offsets, a restarted one where its checkpoint's offset log ends.
             self._last = checkpointed_offsets(self.config.checkpoint) or {}
-        cap = self.config.max_entries
-        last = self._last
-        out = {}
-        end = self.config.end
+        last, end = self._last, self.config.end
+        # Where each cluster stands, then its share of the micro-batch's cap, then where its range ends.
+        standing: dict[str, tuple[Position, _LogSpan | None]] = {}
         for ci in clusters:
             current = last.get(ci.cluster_id, initial_position(ci))
-            if end is not None and ci.cluster_id not in end:
+            if end is None or ci.cluster_id in end:
+                standing[ci.cluster_id] = (current, _log_span(ci, current, self._tails) if ci.kind == "log" else None)
+        caps = self._shares(clusters, standing)
+        out = {}
+        for ci in clusters:
+            if ci.cluster_id not in standing:
                 if ci.cluster_id in last:
-                    out[ci.cluster_id] = current
+                    out[ci.cluster_id] = last[ci.cluster_id]
                 continue  # a cluster that appeared after the run began: the next run reads it
+            current, span = standing[ci.cluster_id]
+            cap = caps.get(ci.cluster_id)
             if ci.kind == "log":
-                position = _latest_log(ci, current, cap, self._tails)
+                position = dict(current) if span is None else span.capped(cap)
             elif ci.kind == "jsonl":
                 position = _latest_jsonl(ci, current, cap)
             else:
@@ -693,6 +727,29 @@ class SourcePlanner:
                 position = _earlier(position, end[ci.cluster_id], current)
             out[ci.cluster_id] = position
         return out
+
+    def _shares(self, clusters: Sequence[ClusterInput],
+                standing: Mapping[str, tuple[Position, _LogSpan | None]]) -> dict[str, int]:
+        """Each cluster's share of ``max_entries`` (none: uncapped). What a log cluster has to read is known from
+        its offsets (up to where a bounded run stops); a JSONL or dump text cluster's only by reading it."""
+        cap = self.config.max_entries
+        if cap is None:
+            return {}
+        pending: dict[str, int | None] = {}
+        for ci in clusters:
+            if ci.cluster_id not in standing:
+                continue
+            span = standing[ci.cluster_id][1]
+            if ci.kind != "log":
+                pending[ci.cluster_id] = None
+            elif span is None:
+                pending[ci.cluster_id] = 0
+            else:
+                stop = span.available
+                if self.config.end is not None:
+                    stop = min(stop, self.config.end[ci.cluster_id]["next"])
+                pending[ci.cluster_id] = max(0, stop - span.begin)
+        return share_budget(pending, cap)
 
     def seen(self, end: Offsets) -> None:
         """Spark planned or committed up to ``end``: the next micro-batch starts there."""
@@ -760,7 +817,7 @@ def split_range(ci: ClusterInput, start: Position, end: Position, parts: int,
     The pieces' rows together are the whole range's: each piece is read as a micro-batch's range is (the reader
     reads past a piece's end to report a run of unreadable offsets whole, and the next piece, starting inside it,
     stays silent), the snapshot a range starts from stays with the first piece, a bounded run's torn tail with the
-    last, and no cut falls before the log's start (a deleted run is one range's, see :func:`_latest_log`). Rows
+    last, and no cut falls before the log's start (a deleted run is one range's, see :meth:`_LogSpan.capped`). Rows
     carry their offsets as ``seq``, so the operator orders them whoever read them. Only metadata logs are split:
     a JSONL stream's positions are byte offsets and its controller replays in one bucket."""
     if ci.kind != "log" or parts < 2 or end["next"] <= max(start["next"], 0):

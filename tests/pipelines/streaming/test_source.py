@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.entry import LogEntry
@@ -40,6 +42,7 @@ from pipelines.streaming.source import (
     checkpointed_offsets,
     discover,
     read_range,
+    share_budget,
     source_options,
     split_range,
 )
@@ -91,6 +94,51 @@ def test_capped_micro_batches_read_every_record_once(tmp_path: Path) -> None:
     node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c", records_per_segment=9)
     rows = _read_all(_planner([node], max_entries_per_batch=4))
     assert rows == [("record", e.offset) for e in ENTRIES]
+
+
+def test_a_micro_batch_cap_is_shared_among_the_clusters(tmp_path: Path) -> None:
+    """The cap bounds a micro-batch, not each cluster's part of it: a fleet of logs read in one run must not make a
+    batch (and the memory of the operator's input and output) as many times larger as it has clusters. A cluster
+    with less than its share leaves the rest to the others; a JSONL cluster takes an equal share."""
+    for i, n in enumerate((40, 40, 6)):
+        write_metadata_dir(tmp_path / "in" / f"n{i}", ENTRIES[:n], cluster_id=f"c{i}")
+    write_jsonl_file(tmp_path / "in" / "j.jsonl", ENTRIES[:40])
+    planner = _planner([tmp_path / "in"], max_entries_per_batch=24)
+    start: dict[str, dict[str, int]] = {}
+    sizes: list[dict[str, int]] = []
+    read: dict[str, list[int | None]] = {}
+    while plan := planner.plan(start, end := planner.latest()):
+        batch = {ci.cluster_id: [r.offset for r in read_range(ci, s, e)] for ci, s, e in plan}
+        sizes.append({cid: len(offsets) for cid, offsets in batch.items()})
+        for cid, offsets in batch.items():
+            read.setdefault(cid, []).extend(offsets)
+        start = end
+    assert sizes[0] == {"c2": 6, "c0": 6, "c1": 6, "j": 6}  # c2 takes its 6, the others 18 / 3 each
+    assert all(sum(batch.values()) <= 24 for batch in sizes)
+    assert read == {"c0": list(range(40)), "c1": list(range(40)), "c2": list(range(6)), "j": list(range(40))}
+
+
+def test_shares_of_a_cap_fill_it_without_giving_a_cluster_more_than_it_has() -> None:
+    assert share_budget({"a": 100}, 10) == {"a": 10}
+    assert share_budget({"a": 1, "b": 100, "c": None}, 10) == {"a": 1, "b": 4, "c": 5}
+    assert share_budget({"a": 0, "b": 3}, 10) == {"a": 0, "b": 3}
+    # A cap smaller than the clusters to read still moves each of them on.
+    assert share_budget({"a": 5, "b": 5, "c": 5}, 2) == {"a": 1, "b": 1, "c": 1}
+
+
+@given(st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.none() | st.integers(0, 50), max_size=8),
+       st.integers(1, 120))
+def test_shares_of_a_cap_never_exceed_it_nor_what_a_cluster_has(pending: dict[str, int | None], cap: int) -> None:
+    shares = share_budget(pending, cap)
+    assert shares.keys() == pending.keys()
+    moving = [c for c, has in pending.items() if has != 0]
+    assert sum(shares.values()) <= max(cap, len(moving))
+    for cid, has in pending.items():
+        assert (shares[cid] >= 1) == (has != 0)
+        assert has is None or shares[cid] <= has
+    known = [has for has in pending.values() if has is not None]
+    if len(known) == len(pending) and sum(known) <= cap:
+        assert shares == pending  # room for everything: nobody is held back
 
 
 def test_jsonl_lines_are_read_as_they_are_completed(tmp_path: Path) -> None:
