@@ -21,12 +21,13 @@ emitted twice.
 
 Options: ``paths`` (JSON list), ``clusterId``, ``clusterIds``, ``maxEntriesPerBatch`` (per micro-batch, shared among
 the clusters with something to read: :func:`share_budget`; Spark's Python sources have no admission control, so the
-reader caps ``latestOffset`` itself — also used by the contract tests to vary micro-batch sizes), ``policy`` (``fail``/``skip`` undecodable batches; ``skip`` emits one
-``kind = "gap"`` row per skipped range), ``checkpointLocation`` (the
-query's checkpoint: Spark asks a restarted reader for its latest offset before saying where the stream stands, so
-the reader reads the start from the checkpoint's offset log to apply the cap), ``endOffsets`` (JSON offsets the
-stream stops at: ``AvailableNow`` for a source without admission control), ``buckets`` (replay buckets per cluster,
-``jbod_model.buckets``: a row's ``bucket`` says which bucket replays it; a record every bucket replays goes to each).
+reader caps ``latestOffset`` itself — also used by the contract tests to vary micro-batch sizes), ``policy``
+(``fail``/``skip`` undecodable batches; ``skip`` emits one ``kind = "gap"`` row per skipped range),
+``checkpointLocation`` (the query's checkpoint: Spark asks a restarted reader for its latest offset before saying
+where the stream stands, so the reader reads the start from the checkpoint's offset log to apply the cap),
+``endOffsets`` (JSON offsets the stream stops at: ``AvailableNow`` for a source without admission control),
+``buckets`` (replay buckets per cluster, ``jbod_model.buckets``: a row's ``bucket`` says which bucket replays it; a
+record every bucket replays goes to each).
 
 The stream's rows are packets: consecutive input rows of one cluster bucket
 (:class:`~pipelines.streaming.codec.InputRow`, ``pipelines.streaming.codec.pack_rows``), at most :data:`PACKET_ROWS`
