@@ -32,11 +32,11 @@ import heapq
 import itertools
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from jbod_model.controller.context import ControllerConfig, ControllerContext
 from jbod_model.directory_id import MIGRATING, UNASSIGNED, DirectoryState, is_reserved
@@ -133,6 +133,10 @@ class DirectoryPaths:
         return cls(locations=MappingProxyType({d: locs[0] for d, locs in seen.items()}),
                    conflicts=tuple((d, tuple(locs)) for d, locs in seen.items() if len(locs) > 1))
 
+    def __reduce__(self) -> tuple[Callable[..., DirectoryPaths], tuple[dict[Uuid, DirLocation], Any]]:
+        # A read-only mapping does not pickle: a fleet report hands the paths to the processes that report clusters.
+        return _directory_paths, (dict(self.locations), self.conflicts)
+
     def get(self, directory: Uuid) -> DirLocation | None:
         return self.locations.get(directory)
 
@@ -157,6 +161,11 @@ class DirectoryPaths:
         if len(found) > 1 and any(d in online for _node, d in found):
             found = [(n, d) for n, d in found if d in online]
         return tuple(d for _node, d in sorted(found, key=lambda f: (f[0] is None, f[0] or 0, str(f[1]))))
+
+
+def _directory_paths(locations: dict[Uuid, DirLocation],
+                     conflicts: tuple[tuple[Uuid, tuple[DirLocation, ...]], ...]) -> DirectoryPaths:
+    return DirectoryPaths(locations=MappingProxyType(locations), conflicts=conflicts)
 
 
 def format_directory(directory: Uuid, paths: DirectoryPaths | None = None, broker_id: int | None = None) -> str:

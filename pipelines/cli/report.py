@@ -19,7 +19,7 @@ import typer
 from jbod_model.errors import InputError
 from jbod_model.gaps import with_consequences
 from jbod_model.records.json_codec import dumps_without_floats
-from jbod_model.report import DirectoryPaths, JbodReport, build_report
+from jbod_model.report import DirectoryPaths, build_report
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry
 from pipelines.cli import shared
@@ -27,13 +27,13 @@ from pipelines.cli.shared import check_source
 from pipelines.report.load import directory_paths_for, load_from_inputs, load_from_tables, load_paths
 
 
-def _print_text(text: str) -> None:
-    """``print(text)`` in slices: printing a str encodes it whole first (a 245 MB report's JSON at 200 k partitions
-    held twice, as text and as bytes)."""
+def _print_text(text: str, end: str = "\n") -> None:
+    """``print(text, end=end)`` in slices: printing a str encodes it whole first (a 245 MB report's JSON at 200 k
+    partitions held twice, as text and as bytes)."""
     step = 1 << 20
     for i in range(0, len(text), step):
         sys.stdout.write(text[i:i + step])
-    sys.stdout.write("\n")
+    sys.stdout.write(end)
 
 
 def _write_html(path: Path, html: str) -> None:
@@ -44,50 +44,47 @@ def _write_html(path: Path, html: str) -> None:
 
 
 def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | None, *, html: Path | None,
-                  as_json: bool) -> None:
-    """``--all-clusters``: every cluster's report (a cluster with nothing by ``--as-of`` is left out, and said so)."""
+                  as_json: bool, jobs: int | None) -> None:
+    """``--all-clusters``: every cluster's report (a cluster with nothing by ``--as-of`` is left out, and said so),
+    ``jobs`` clusters at a time (:mod:`pipelines.report.fleet`)."""
     from pipelines.lakehouse.tables import clusters  # noqa: PLC0415
-    from pipelines.report.render import (  # noqa: PLC0415
-        fleet_rows,
-        render_fleet_html,
-        render_html,
-        render_terminal,
-        report_to_json,
-    )
+    from pipelines.report.fleet import default_jobs, fleet_report  # noqa: PLC0415
+    from pipelines.report.render import render_fleet_html, render_terminal  # noqa: PLC0415
 
-    reports: dict[str, JbodReport] = {}
-    skipped: list[str] = []
-    for cid in clusters(tables):
-        try:
-            data, _ = load_from_tables(tables, cid, None, as_of)
-        except InputError as e:
-            skipped.append(str(e))
-            continue
-        for line in data.skipped:
-            shared.console(stderr=True).print(f"[yellow]cluster {cid}:[/] {line}", highlight=False)
-        reports[cid] = build_report(data.image, paths=directory_paths_for(tables, cid, explicit), history=data.history)
-    for line in skipped:
-        shared.console(stderr=True).print(f"[yellow]not reported:[/] {line}", highlight=False)
-    if not reports:
-        raise InputError(f"no cluster of {tables} has anything to report")
-    rows = fleet_rows(reports)
     if html is not None:
         try:
             html.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"--html with --all-clusters names a directory; cannot create {html}: "
                              f"{e.strerror or e}") from None
-        for row in rows:
-            _write_html(html / row.page, render_html(row.report, title=f"kraft-jbod report · cluster {row.cluster}"))
-        _write_html(html / "index.html", render_fleet_html(rows, skipped=skipped, as_of=as_of))
-        shared.console(stderr=True).print(f"wrote {html / 'index.html'} and {len(rows)} cluster pages", highlight=False)
-    if as_json:
-        print(dumps_without_floats({"clusters": [{"clusterId": r.cluster, "report": report_to_json(r.report)}
-                                                 for r in rows], "notReported": skipped}))
-        return
-    for row in rows:
-        shared.heading(f"cluster {row.cluster}")
-        render_terminal(row.report, shared.console(), shared.table)
+    with fleet_report(tables, clusters(tables), as_of=as_of, explicit=explicit, html=html,
+                      keep="json" if as_json else "report",
+                      jobs=jobs or default_jobs()) as fleet:
+        for outcome in sorted(fleet.reported, key=lambda o: o.cluster):
+            for line in outcome.warnings:
+                shared.console(stderr=True).print(f"[yellow]cluster {outcome.cluster}:[/] {line}", highlight=False)
+        skipped = [o.not_reported for o in fleet.not_reported if o.not_reported is not None]
+        for line in skipped:
+            shared.console(stderr=True).print(f"[yellow]not reported:[/] {line}", highlight=False)
+        if not fleet.reported:
+            raise InputError(f"no cluster of {tables} has anything to report")
+        if html is not None:
+            _write_html(html / "index.html", render_fleet_html(fleet.rows, skipped=skipped, as_of=as_of))
+            shared.console(stderr=True).print(f"wrote {html / 'index.html'} and {len(fleet.reported)} cluster pages",
+                                              highlight=False)
+        if as_json:
+            # The fleet's document, cluster by cluster from the texts kept (never every report at once): the
+            # bytes one dumps of the whole document would give.
+            sys.stdout.write('{"clusters":[')
+            for i, outcome in enumerate(fleet.reported):
+                sys.stdout.write(("," if i else "") + '{"clusterId":' + dumps_without_floats(outcome.cluster)
+                                 + ',"report":')
+                _print_text(outcome.json_text(), end="}")
+            sys.stdout.write('],"notReported":' + dumps_without_floats(skipped) + "}\n")
+            return
+        for outcome in fleet.reported:
+            shared.heading(f"cluster {outcome.cluster}")
+            render_terminal(outcome.report(), shared.console(), shared.table)
 
 
 def register(app: typer.Typer) -> None:
@@ -127,6 +124,9 @@ def register(app: typer.Typer) -> None:
         full_log: Annotated[bool, typer.Option(
             "--full-log", help="For a metadata dir: replay the whole log instead of the latest snapshot plus the "
                                "log after it (a longer history).")] = False,
+        jobs: Annotated[int | None, typer.Option(
+            "--jobs", min=1, help="With --all-clusters: clusters reported at once (default: one per core).",
+            show_default=False)] = None,
         policy: Annotated[ReadPolicy, typer.Option(
             "--policy", help="On undecodable input: 'fail', or 'skip' it and report what was skipped.")] = "fail",
     ) -> None:
@@ -149,11 +149,13 @@ def register(app: typer.Typer) -> None:
                          input_only={"--full-log": full_log,
                                      "--policy": None if policy == "fail" else policy})
             explicit, inv = load_paths(dirs, as_root=as_root)
+            if jobs is not None and not all_clusters:
+                raise InputError("--jobs says how many clusters --all-clusters reports at once: not without it")
             if all_clusters:
                 if tables is None or cluster is not None or as_of_offset is not None:
                     raise InputError("--all-clusters reports every cluster of --tables: not with INPUT, --cluster "
                                      "or --as-of-offset (offsets are per cluster; --as-of TIME works for all)")
-                _fleet_report(tables, as_of, explicit, html=html, as_json=as_json)
+                _fleet_report(tables, as_of, explicit, html=html, as_json=as_json, jobs=jobs)
                 return
             cid: str | None = None
             def track(entries: Iterable[StreamEntry]) -> Iterable[StreamEntry]:

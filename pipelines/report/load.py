@@ -128,15 +128,24 @@ def load_from_tables(tables: Path, cluster: str | None = None, as_of_offset: int
     ``as_of_offset`` inclusive or the time ``as_of`` (None: the latest), and the cluster read. Where the job's
     replay of the cluster stopped (``replay_faults``) is passed on as a warning: the tables, and so the report,
     end before it."""
-    from pipelines.lakehouse.tables import replay_faults, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+    from pipelines.lakehouse.tables import resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
 
     cid = resolve_cluster(tables, cluster)
+    return cluster_from_tables(tables, cid, as_of_offset, as_of), cid
+
+
+def cluster_from_tables(tables: Path, cid: str, as_of_offset: int | None = None,
+                        as_of: str | None = None) -> ReportData:
+    """:func:`load_from_tables` for a cluster known to be in the tables (a fleet's, listed once): the cluster is not
+    looked up again — that reads the ``records`` table whole."""
+    from pipelines.lakehouse.tables import replay_faults  # noqa: PLC0415 - pyarrow/deltalake
+
     n = resolve_as_of(tables, cid, as_of_offset, as_of)
     with gc_paused():
         image, history = history_from_tables(tables, cid, n)
     stopped = tuple(f"the tables end before offset {f['offset']}, where the job's replay of cluster {cid} stopped: "
                     f"{f['message']}" for f in replay_faults(tables, cid))
-    return ReportData(image=image, history=history, skipped=stopped), cid
+    return ReportData(image=image, history=history, skipped=stopped)
 
 
 def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_incidents: int | None = 1000,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -40,6 +40,7 @@ from jbod_model.report import (
     OfflineReplica,
     PartitionRef,
     PartitionStatus,
+    ReportSummary,
     format_duration_ms,
     format_partitions,
 )
@@ -561,11 +562,22 @@ def render_html(report: JbodReport, *, title: str = "kraft-jbod report") -> str:
 
 @dataclass(frozen=True, slots=True)
 class FleetRow:
-    """One cluster of a fleet report: its id, its page (a file name beside the index) and its report."""
+    """One cluster of a fleet report as its index shows it: its id, its page (a file name beside the index), where
+    its report stands, its headline counts and the labels of its offline disks — small, unlike the report itself,
+    so a fleet's rows can be ranked and drawn without holding every cluster's report."""
 
     cluster: str
     page: str
-    report: JbodReport
+    as_of: LogPosition
+    metadata_version: str
+    summary: ReportSummary
+    offline_disks: tuple[str, ...]
+
+    @classmethod
+    def of(cls, cluster: str, report: JbodReport) -> FleetRow:
+        return cls(cluster=cluster, page=page_name(cluster), as_of=report.as_of,
+                   metadata_version=report.metadata_version, summary=report.summary,
+                   offline_disks=tuple(group.directory.label for group in report.offline))
 
 
 def page_name(cluster: str) -> str:
@@ -575,14 +587,19 @@ def page_name(cluster: str) -> str:
 
 
 def fleet_rows(reports: Mapping[str, JbodReport]) -> list[FleetRow]:
+    """The clusters' rows worst first (:func:`worst_first`)."""
+    return worst_first(FleetRow.of(cid, r) for cid, r in reports.items())
+
+
+def worst_first(rows: Iterable[FleetRow]) -> list[FleetRow]:
     """The clusters worst first — what an on-call reads top down: leaderless partitions (unavailable), then offline
     replicas, open incidents, partitions under min ISR, pending placements; ties by cluster id."""
-    def badness(item: tuple[str, JbodReport]) -> tuple[int, int, int, int, int, str]:
-        s = item[1].summary
+    def badness(row: FleetRow) -> tuple[int, int, int, int, int, str]:
+        s = row.summary
         return (-s.leaderless_partitions, -s.offline_replicas, -s.open_incidents, -s.under_min_isr_partitions,
-                -s.pending_placements, item[0])
+                -s.pending_placements, row.cluster)
 
-    return [FleetRow(cid, page_name(cid), r) for cid, r in sorted(reports.items(), key=badness)]
+    return sorted(rows, key=badness)
 
 
 def render_fleet_html(rows: Sequence[FleetRow], *, skipped: Sequence[str] = (), as_of: str | None = None,
@@ -594,10 +611,10 @@ def render_fleet_html(rows: Sequence[FleetRow], *, skipped: Sequence[str] = (), 
     cluster."""
     when = now or datetime.now(tz=UTC)
     now_ms = int(when.timestamp() * 1000)
-    ages = {r.cluster: None if r.report.as_of.timestamp is None
-            else format_duration_ms(max(0, now_ms - r.report.as_of.timestamp)) for r in rows}
-    troubled = sum(1 for r in rows if r.report.summary.offline_replicas or r.report.summary.leaderless_partitions
-                   or r.report.summary.open_incidents)
+    ages = {r.cluster: None if r.as_of.timestamp is None
+            else format_duration_ms(max(0, now_ms - r.as_of.timestamp)) for r in rows}
+    troubled = sum(1 for r in rows if r.summary.offline_replicas or r.summary.leaderless_partitions
+                   or r.summary.open_incidents)
     return _environment().get_template("fleet.html.j2").render(
         rows=rows, ages=ages, troubled=troubled, skipped=skipped, as_of=as_of, title=title,
         generated=when.strftime("%Y-%m-%d %H:%M:%S UTC"))

@@ -272,6 +272,13 @@ def test_all_clusters_is_each_clusters_own_report_worst_first(lake: Lake, tmp_pa
     assert "broker 2 /mnt/d1" in index, "offline disks are named by path in the index"
     wrong = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters", "--cluster", TRUNCATED])
     assert wrong.exit_code == 2 and "--all-clusters" in wrong.stderr
+    # The clusters are reported by a pool of processes (one per core by default): one at a time, the same document.
+    alone = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters", "--json", "--jobs", "1"])
+    assert alone.exit_code == 0 and json.loads(alone.stdout) == doc
+    pooled = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters", "--json", "--jobs", "3"])
+    assert pooled.stdout == alone.stdout
+    lone = runner.invoke(app, ["report", "--tables", str(lake.tables), "--cluster", TRUNCATED, "--jobs", "2"])
+    assert lone.exit_code == 2 and "--jobs" in lone.stderr
     # In a pipe, each cluster's section starts with one short heading line, not a rule as wide as the unwrapped width.
     text = runner.invoke(app, ["report", "--tables", str(lake.tables), "--all-clusters"], env={"COLUMNS": None})
     assert text.exit_code == 0, text.output
