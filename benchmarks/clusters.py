@@ -138,7 +138,7 @@ def shape_for(partitions: int) -> ClusterShape:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -148,7 +148,7 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _peak_child_rss_mb() -> float:
+def peak_child_rss_mb() -> float:
     # ru_maxrss of the waited-for children: the jbod simulate process (Linux reports KiB).
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
@@ -166,7 +166,7 @@ def build(shape: ClusterShape, out: Path) -> dict[str, Any]:
     sim_summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {
         "shape": shape.key, "command": " ".join(["jbod", *shape.simulate_args(Path("OUT"))]),
-        "wallSeconds": round(seconds, 1), "peakRssMB": round(_peak_child_rss_mb()),
+        "wallSeconds": round(seconds, 1), "peakRssMB": round(peak_child_rss_mb()),
         "records": report["records"], "recordsByType": sim_summary["records"], "batches": report["batches"],
         "lastOffset": report["lastOffset"], "logBytes": report["logBytes"], "segments": len(report["segments"]),
         "recordsJsonlBytes": (out / "records.jsonl").stat().st_size, "partitions": sim_summary["partitions"],
@@ -182,7 +182,7 @@ def benchmark_cluster(partitions: int = 200_011, cache_dir: str | Path | None = 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     root = cache / shape.key
     marker = root / "cluster.json"
-    with _locked(cache / f"{shape.key}.lock"):
+    with locked(cache / f"{shape.key}.lock"):
         if rebuild and root.exists():
             shutil.rmtree(root)
         if not marker.is_file():

@@ -9,13 +9,19 @@ imports included), each of::
 
 at the latest offset and again with ``--as-of-offset N`` (N: the middle of the cluster's applied offsets, unless
 ``--as-of-offset`` is given), and prints each one's wall seconds and peak RSS (GNU ``time``'s ``%M`` of the child).
+On tables that hold several clusters (a fleet: ``benchmarks/fleet_tables.py`` builds one) the commands above read
+``--cluster`` (default: the first), and ``--only fleet`` (the default there) also times issue #14 item 3::
+
+    jbod report --tables T --all-clusters --json [--jobs J]
 With ``--duckdb RECORDS.jsonl`` it also times the DuckDB baseline (``../shared/bench/duckdb_baseline.py``, a
 whole-log image in SQL) in the same run, as the speed anchor the project's benchmarks quote ratios against::
 
     python benchmarks/tables_benchmark.py TABLES [--cluster C] [--as-of-offset N] [--repeat 3] [--json]
-        [--duckdb ~/.cache/kraft-jbod/clusters/<shape>/records.jsonl] [--only image whatif report]
+        [--duckdb ~/.cache/kraft-jbod/clusters/<shape>/records.jsonl] [--only image whatif report fleet]
+        [--jobs J]
 
-The goal (issue #14): ≤ 5 s each at 200 k partitions, peak RSS ≤ 2 GiB. Read-only: the tables are never written
+The goals (issue #14): ≤ 5 s each at 200 k partitions, peak RSS ≤ 2 GiB; the fleet of 50 clusters of 20 k
+partitions ≤ 30 s. Read-only: the tables are never written
 (``jbod maintain`` would fold them; copy them first to time folded tables). Not part of the test suite.
 """
 
@@ -35,7 +41,7 @@ from pathlib import Path
 
 from clusters import DUCKDB_BASELINE  # beside this script (run as a script, like every benchmark)
 
-from pipelines.lakehouse.tables import as_of_image, query, resolve_cluster
+from pipelines.lakehouse.tables import as_of_image, clusters, query, resolve_cluster
 
 GOAL_SECONDS = 5.0
 GOAL_RSS_MB = 2048
@@ -98,25 +104,33 @@ def main() -> None:
     ap.add_argument("--cluster")
     ap.add_argument("--as-of-offset", type=int, help="default: the middle of the log")
     ap.add_argument("--repeat", type=int, default=1, help="runs per command; the median is reported")
-    ap.add_argument("--only", nargs="+", choices=("image", "whatif", "report"), default=("image", "whatif", "report"))
+    ap.add_argument("--only", nargs="+", choices=("image", "whatif", "report", "fleet"),
+                    help="default: all of them (fleet only on tables of several clusters)")
+    ap.add_argument("--jobs", type=int, help="the fleet report's --jobs (default: its own, one per core)")
     ap.add_argument("--duckdb", type=Path, help="records.jsonl of the same cluster: time the DuckDB baseline too")
     ap.add_argument("--json", action="store_true", help="print the results as one JSON document")
     args = ap.parse_args()
 
     jbod = shutil.which("jbod") or sys.exit("the jbod script is not on PATH (pip install -e .)")
-    cluster = resolve_cluster(args.tables, args.cluster)
+    known = clusters(args.tables)
+    cluster = resolve_cluster(args.tables, args.cluster if args.cluster or len(known) < 2 else known[0])
+    only = args.only or ("image", "whatif", "report", *(("fleet",) if len(known) > 1 else ()))
     mid = args.as_of_offset if args.as_of_offset is not None else middle_offset(args.tables, cluster)
     base = ["--tables", str(args.tables), "--cluster", cluster, "--json"]
     commands: list[tuple[str, list[str]]] = []
     for label, as_of in (("latest", None), (f"as-of {mid}", mid)):
         at = [] if as_of is None else ["--as-of-offset", str(as_of)]
-        if "image" in args.only:
+        if "image" in only:
             commands.append((f"image {label}", [jbod, "image", *base, *at]))
-        if "whatif" in args.only:
+        if "whatif" in only:
             commands.append((f"whatif {label}", [jbod, "whatif", *base, *at, "--fail-dir",
                                                  online_dir(args.tables, cluster, as_of)]))
-        if "report" in args.only:
+        if "report" in only:
             commands.append((f"report {label}", [jbod, "report", *base, *at]))
+    if "fleet" in only:
+        jobs = [] if args.jobs is None else ["--jobs", str(args.jobs)]
+        commands.append((f"report --all-clusters ({len(known)})", [jbod, "report", "--tables", str(args.tables),
+                                                                    "--all-clusters", "--json", *jobs]))
     scratch = tempfile.TemporaryDirectory()
     if args.duckdb is not None:
         commands.append(("duckdb baseline (whole log)", [sys.executable, str(DUCKDB_BASELINE), str(args.duckdb),
