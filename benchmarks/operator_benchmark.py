@@ -57,7 +57,8 @@ def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]
     packet unpacked, replayed, the output's typed tables and Arrow IPC packets made): its CPU seconds, rows out, state
     calls; and apart, the CPU of the output's way to the tables' writes: the output frame to Arrow (pyspark's part
     in the worker) and the driver's side (``unpack_output``, ``settle_batch``, ``plan_batch``; no Delta write)."""
-    out_rows = calls = 0
+    out_rows = 0
+    calls: collections.Counter[str] = collections.Counter()
     replay = packets = driver = 0.0
     for bucket, batches in inputs.items():
         maps = {name: FakeMapState() for name in MAP_STATES}
@@ -75,9 +76,10 @@ def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]
                 out_rows += batch_rows(rows)
                 plan_batch(settle_batch(rows, {}))
             driver += time.process_time() - start
-        calls += sum(m.calls for m in maps.values())
+        calls.update({name: m.calls for name, m in maps.items()})
     return {"cpu_seconds": round(replay, 2), "output_arrow_cpu_seconds": round(packets, 2),
-            "driver_plan_cpu_seconds": round(driver, 2), "rows_out": out_rows, "state_calls": calls}
+            "driver_plan_cpu_seconds": round(driver, 2), "rows_out": out_rows, "state_calls": calls.total(),
+            "state_calls_by_variable": dict(calls.most_common())}
 
 
 def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, Any]:
