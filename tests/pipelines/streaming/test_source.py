@@ -98,8 +98,8 @@ def test_capped_micro_batches_read_every_record_once(tmp_path: Path) -> None:
 
 def test_a_micro_batch_cap_is_shared_among_the_clusters(tmp_path: Path) -> None:
     """The cap bounds a micro-batch, not each cluster's part of it: a fleet of logs read in one run must not make a
-    batch (and the memory of the operator's input and output) as many times larger as it has clusters. A cluster
-    with less than its share leaves the rest to the others; a JSONL cluster takes an equal share."""
+    batch (and the memory of the operator's input and output) as many times larger as it has clusters. The smallest
+    backlog goes first; a cluster takes at least the cap's floor (here the whole cap), so the others wait."""
     for i, n in enumerate((40, 40, 6)):
         write_metadata_dir(tmp_path / "in" / f"n{i}", ENTRIES[:n], cluster_id=f"c{i}")
     write_jsonl_file(tmp_path / "in" / "j.jsonl", ENTRIES[:40])
@@ -113,29 +113,39 @@ def test_a_micro_batch_cap_is_shared_among_the_clusters(tmp_path: Path) -> None:
         for cid, offsets in batch.items():
             read.setdefault(cid, []).extend(offsets)
         start = end
-    assert sizes[0] == {"c2": 6, "c0": 6, "c1": 6, "j": 6}  # c2 takes its 6, the others 18 / 3 each
+    assert sizes[:2] == [{"c2": 6, "c0": 18}, {"c0": 22, "c1": 2}]  # c2 takes its 6, c0 the rest, then its own
     assert all(sum(batch.values()) <= 24 for batch in sizes)
     assert read == {"c0": list(range(40)), "c1": list(range(40)), "c2": list(range(6)), "j": list(range(40))}
 
 
 def test_shares_of_a_cap_fill_it_without_giving_a_cluster_more_than_it_has() -> None:
     assert share_budget({"a": 100}, 10) == {"a": 10}
-    assert share_budget({"a": 1, "b": 100, "c": None}, 10) == {"a": 1, "b": 4, "c": 5}
+    assert share_budget({"a": 1, "b": 100, "c": None}, 10, floor=1) == {"a": 1, "b": 4, "c": 5}
     assert share_budget({"a": 0, "b": 3}, 10) == {"a": 0, "b": 3}
-    # A cap smaller than the clusters to read still moves each of them on.
-    assert share_budget({"a": 5, "b": 5, "c": 5}, 2) == {"a": 1, "b": 1, "c": 1}
+    # Each takes at least the floor: once the cap is spent, the others wait for a later batch.
+    assert share_budget({"a": 50, "b": 50, "c": 50}, 100, floor=40) == {"a": 40, "b": 40, "c": 20}
+    assert share_budget({"a": 5, "b": 5, "c": 5}, 2, floor=1) == {"a": 1, "b": 1, "c": 0}
 
 
 @given(st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.none() | st.integers(0, 50), max_size=8),
-       st.integers(1, 120))
-def test_shares_of_a_cap_never_exceed_it_nor_what_a_cluster_has(pending: dict[str, int | None], cap: int) -> None:
-    shares = share_budget(pending, cap)
+       st.integers(1, 120), st.integers(1, 60))
+def test_shares_of_a_cap_never_exceed_it_nor_what_a_cluster_has(pending: dict[str, int | None], cap: int,
+                                                                  floor: int) -> None:
+    shares = share_budget(pending, cap, floor)
     assert shares.keys() == pending.keys()
-    moving = [c for c, has in pending.items() if has != 0]
-    assert sum(shares.values()) <= max(cap, len(moving))
+    assert sum(shares.values()) <= cap
     for cid, has in pending.items():
-        assert (shares[cid] >= 1) == (has != 0)
-        assert has is None or shares[cid] <= has
+        assert 0 <= shares[cid] and (has is None or shares[cid] <= has)
+    if any(has != 0 for has in pending.values()):
+        assert sum(shares.values()) >= 1, "someone moves on"
+    least = min(cap, floor)
+    for cid, has in pending.items():
+        if shares[cid] < (least if has is None else min(has, least)):
+            assert sum(shares.values()) == cap, "held back below the floor only once the cap is spent"
+        for other, more in pending.items():
+            if has is not None and more is not None and has < more and shares[other] > 0:
+                # Smallest backlog first: a larger one reads only once the smaller took all it has, or the floor.
+                assert shares[cid] in (has, *range(least, has + 1))
     known = [has for has in pending.values() if has is not None]
     if len(known) == len(pending) and sum(known) <= cap:
         assert shares == pending  # room for everything: nobody is held back
