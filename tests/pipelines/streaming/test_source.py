@@ -135,7 +135,7 @@ def test_shares_of_a_cap_never_exceed_it_nor_what_a_cluster_has(pending: dict[st
     assert shares.keys() == pending.keys()
     assert sum(shares.values()) <= cap
     for cid, has in pending.items():
-        assert 0 <= shares[cid] and (has is None or shares[cid] <= has)
+        assert shares[cid] >= 0 and (has is None or shares[cid] <= has)
     if any(has != 0 for has in pending.values()):
         assert sum(shares.values()) >= 1, "someone moves on"
     least = min(cap, floor)
