@@ -676,16 +676,22 @@ MIN_SHARE = 25_000
 
 def share_budget(pending: Mapping[str, int | None], budget: int, floor: int = MIN_SHARE) -> dict[str, int]:
     """A micro-batch's cap shared among the clusters with something to read: ``pending`` says how many entries each
-    has to read (None: not known without reading them). Water-filling, smallest backlog first: each takes all it
-    has, or an equal share of what is left but at least ``floor`` (or what is left, if less); once the cap is spent
-    the rest wait for a later batch. So the batch never exceeds the cap, a small backlog is never held back by a
-    large one, the first cluster in line always moves on, and one cluster gets the whole cap."""
-    out: dict[str, int] = {}
-    left, sharing, least = budget, len(pending), min(budget, floor)
-    for cid in sorted(pending, key=lambda c: (pending[c] is None, pending[c] or 0, c)):
+    has to read (None: not known without reading them, JSONL and dump text). A cluster whose backlog is unknown
+    takes an equal share of the cap (at least one entry) in every batch: it cannot be told apart from one with
+    nothing left, so holding it back could hold it back for good. The others share what is left by water-filling,
+    smallest backlog first: each takes all it has, or an equal share of what is left but at least ``floor`` (or what
+    is left, if less); once the cap is spent they wait for a later batch. So the batch stays within the cap (give or
+    take one entry per cluster when the cap is smaller than the clusters), a small backlog is never held
+    back by a large one, the first in line always moves on, and one cluster gets the whole cap."""
+    unknown = sorted(cid for cid, has in pending.items() if has is None)
+    out = dict.fromkeys(unknown, max(1, budget // max(1, len(pending))))
+    # At least one entry for the known backlogs too, so that a cap smaller than the clusters cannot stall them behind
+    # unknown backlogs that may have nothing left.
+    left, sharing = max(1, budget - sum(out.values())), len(pending) - len(unknown)
+    least = min(left, floor)
+    for cid in sorted((c for c in pending if c not in out), key=lambda c: (pending[c], c)):
         share = min(left, max(least, left // sharing))
-        has = pending[cid]
-        out[cid] = share if has is None else min(has, share)
+        out[cid] = min(pending[cid] or 0, share)
         left, sharing = left - out[cid], sharing - 1
     return out
 
