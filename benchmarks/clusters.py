@@ -38,7 +38,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,21 +179,28 @@ def benchmark_cluster(partitions: int = 200_011, cache_dir: str | Path | None = 
     """The benchmark cluster of ``partitions`` partitions (see the module docstring): from the cache when built
     before, else generated now (minutes for 200k partitions: see docs/simulator.md) and cached."""
     shape = shape_for(partitions)
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    root = cache / shape.key
-    marker = root / "cluster.json"
-    with locked(cache / f"{shape.key}.lock"):
+    root = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / shape.key
+    summary = cached_build(root, "cluster.json", lambda out: build(shape, out), rebuild=rebuild)
+    return BenchmarkCluster(shape=shape, root=root, summary=summary)
+
+
+def cached_build(root: Path, marker: str, build_into: Callable[[Path], dict[str, Any]], *,
+                 rebuild: bool = False) -> dict[str, Any]:
+    """The summary ``build_into`` returned for what it built under ``root`` (kept in ``root/marker``): from the
+    cache when built before, else built now into a folder beside ``root`` and renamed into place once complete, so
+    that a build cut short is never taken for a cached one. One build at a time per ``root`` (a lock file)."""
+    with locked(root.parent / f"{root.name}.lock"):
         if rebuild and root.exists():
             shutil.rmtree(root)
-        if not marker.is_file():
-            building = cache / f"{shape.key}.building"
+        if not (root / marker).is_file():
+            building = root.parent / f"{root.name}.building"
             shutil.rmtree(building, ignore_errors=True)
-            summary = build(shape, building)
-            (building / "cluster.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            summary = build_into(building)
+            (building / marker).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
             shutil.rmtree(root, ignore_errors=True)
             building.rename(root)
-    summary = json.loads(marker.read_text(encoding="utf-8"))
-    return BenchmarkCluster(shape=shape, root=root, summary=summary)
+    found: dict[str, Any] = json.loads((root / marker).read_text(encoding="utf-8"))
+    return found
 
 
 # -- the DuckDB speed anchor, checked against our image ---------------------------------------------------------------
