@@ -179,7 +179,7 @@ class TailCache:
         return max(ends) if ends else None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class _LogSpan:
     """What a log cluster's next micro-batch could read: from ``begin`` (``snap``: the snapshot it starts from, -1
     for none) to ``available``; offsets from ``begin`` to ``log_start`` are gone (Kafka deleted them)."""
@@ -681,8 +681,8 @@ def share_budget(pending: Mapping[str, int | None], budget: int, floor: int = MI
     nothing left, so holding it back could hold it back for good. The others share what is left by water-filling,
     smallest backlog first: each takes all it has, or an equal share of what is left but at least ``floor`` (or what
     is left, if less); once the cap is spent they wait for a later batch. So the batch stays within the cap (give or
-    take one entry per cluster when the cap is smaller than the clusters), a small backlog is never held
-    back by a large one, the first in line always moves on, and one cluster gets the whole cap."""
+    take one entry per cluster when the cap is smaller than the clusters), a small backlog is never held back by a
+    large one, the first in line always moves on, and one cluster gets the whole cap."""
     unknown = sorted(cid for cid, has in pending.items() if has is None)
     out = dict.fromkeys(unknown, max(1, budget // max(1, len(pending))))
     # At least one entry for the known backlogs too, so that a cap smaller than the clusters cannot stall them behind
