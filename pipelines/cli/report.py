@@ -36,20 +36,13 @@ def _print_text(text: str, end: str = "\n") -> None:
     sys.stdout.write(end)
 
 
-def _write_html(path: Path, html: str) -> None:
-    try:
-        path.write_text(html, encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot write the HTML report to {path}: {e.strerror or e}") from None
-
-
 def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | None, *, html: Path | None,
                   as_json: bool, jobs: int | None) -> None:
     """``--all-clusters``: every cluster's report (a cluster with nothing by ``--as-of`` is left out, and said so),
     ``jobs`` clusters at a time (:mod:`pipelines.report.fleet`)."""
     from pipelines.lakehouse.tables import clusters  # noqa: PLC0415
     from pipelines.report.fleet import default_jobs, fleet_report  # noqa: PLC0415
-    from pipelines.report.render import render_fleet_html, render_terminal  # noqa: PLC0415
+    from pipelines.report.render import render_fleet_html, render_terminal, write_html  # noqa: PLC0415
 
     if html is not None:
         try:
@@ -69,7 +62,7 @@ def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | No
         if not fleet.reported:
             raise InputError(f"no cluster of {tables} has anything to report")
         if html is not None:
-            _write_html(html / "index.html", render_fleet_html(fleet.rows, skipped=skipped, as_of=as_of))
+            write_html(html / "index.html", render_fleet_html(fleet.rows, skipped=skipped, as_of=as_of))
             shared.console(stderr=True).print(f"wrote {html / 'index.html'} and {len(fleet.reported)} cluster pages",
                                               highlight=False)
         if as_json:
@@ -139,7 +132,12 @@ def register(app: typer.Typer) -> None:
         """
         # Imported here: the renderers pull in matplotlib and jinja2, which only this command needs (not every
         # `jbod` start).
-        from pipelines.report.render import render_html, render_terminal, report_to_json  # noqa: PLC0415
+        from pipelines.report.render import (  # noqa: PLC0415
+            render_html,
+            render_terminal,
+            report_to_json,
+            write_html,
+        )
 
         with shared.fail():
             if policy not in ("fail", "skip"):
@@ -174,7 +172,7 @@ def register(app: typer.Typer) -> None:
                                             highlight=False)
             result = build_report(data.image, paths=paths, history=data.history)
             if html is not None:
-                _write_html(html, render_html(result))
+                write_html(html, render_html(result))
                 shared.console(stderr=True).print(f"wrote {html}", highlight=False)
             if as_json:
                 doc = report_to_json(result)

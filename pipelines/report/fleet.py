@@ -25,7 +25,7 @@ from jbod_model.errors import InputError
 from jbod_model.records.json_codec import dumps_without_floats
 from jbod_model.report import DirectoryPaths, JbodReport, build_report
 from pipelines.report.load import cluster_from_tables, directory_paths_for
-from pipelines.report.render import FleetRow, render_html, report_to_json, worst_first
+from pipelines.report.render import FleetRow, render_html, report_to_json, worst_first, write_html
 
 #: What a fleet report keeps of each cluster's report besides its row and page: the JSON document's text, or the
 #: report itself (for the terminal).
@@ -94,11 +94,7 @@ def report_cluster(job: FleetJob, cluster: str, index: int) -> ClusterOutcome:
     del data
     row = FleetRow.of(cluster, report)
     if job.html is not None:
-        path = job.html / row.page
-        try:
-            path.write_text(render_html(report, title=f"kraft-jbod report · cluster {cluster}"), encoding="utf-8")
-        except OSError as e:
-            raise InputError(f"cannot write the HTML report to {path}: {e.strerror or e}") from None
+        write_html(job.html / row.page, render_html(report, title=f"kraft-jbod report · cluster {cluster}"))
     if job.keep == "json":
         kept = job.scratch / f"{index}.json"
         kept.write_text(dumps_without_floats(report_to_json(report)), encoding="utf-8")

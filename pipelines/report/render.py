@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 import jinja2
@@ -27,6 +28,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 from rich.console import Console
 from rich.table import Table
 
+from jbod_model.errors import InputError
 from jbod_model.report import (
     AffectedPartition,
     BrokerState,
@@ -554,6 +556,14 @@ def render_html(report: JbodReport, *, title: str = "kraft-jbod report") -> str:
         report=report, title=title, summary=summary_line(report).splitlines(),
         heatmap=_data_uri(disk_heatmap_png(report)), series=_data_uri(offline_series_png(report)),
         generated=datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), DiskState=DiskState)
+
+
+def write_html(path: Path, html: str) -> None:
+    """Write a page (a cluster's report, a fleet's index); a path that cannot be written is the operator's input."""
+    try:
+        path.write_text(html, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write the HTML report to {path}: {e.strerror or e}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
