@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from jbod_model.controller.context import ControllerConfig, ControllerContext
 from jbod_model.directory_id import MIGRATING, UNASSIGNED, DirectoryState, is_reserved
@@ -109,6 +109,10 @@ class DirLocation:
     path: str
 
 
+#: Ids found at several locations, each with them all (:attr:`DirectoryPaths.conflicts`).
+_Conflicts = tuple[tuple[Uuid, tuple[DirLocation, ...]], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class DirectoryPaths:
     """Directory id → location: the join between the metadata's Uuids and the operators' paths.
@@ -120,7 +124,7 @@ class DirectoryPaths:
     """
 
     locations: Mapping[Uuid, DirLocation] = field(default_factory=lambda: MappingProxyType({}))
-    conflicts: tuple[tuple[Uuid, tuple[DirLocation, ...]], ...] = ()
+    conflicts: _Conflicts = ()
 
     @classmethod
     def from_inventory(cls, rows: Iterable[DirInventoryRow]) -> DirectoryPaths:
@@ -133,7 +137,7 @@ class DirectoryPaths:
         return cls(locations=MappingProxyType({d: locs[0] for d, locs in seen.items()}),
                    conflicts=tuple((d, tuple(locs)) for d, locs in seen.items() if len(locs) > 1))
 
-    def __reduce__(self) -> tuple[Callable[..., DirectoryPaths], tuple[dict[Uuid, DirLocation], Any]]:
+    def __reduce__(self) -> tuple[Callable[..., DirectoryPaths], tuple[dict[Uuid, DirLocation], _Conflicts]]:
         # A read-only mapping does not pickle: a fleet report hands the paths to the processes that report clusters.
         return _directory_paths, (dict(self.locations), self.conflicts)
 
@@ -163,8 +167,7 @@ class DirectoryPaths:
         return tuple(d for _node, d in sorted(found, key=lambda f: (f[0] is None, f[0] or 0, str(f[1]))))
 
 
-def _directory_paths(locations: dict[Uuid, DirLocation],
-                     conflicts: tuple[tuple[Uuid, tuple[DirLocation, ...]], ...]) -> DirectoryPaths:
+def _directory_paths(locations: dict[Uuid, DirLocation], conflicts: _Conflicts) -> DirectoryPaths:
     return DirectoryPaths(locations=MappingProxyType(locations), conflicts=conflicts)
 
 
