@@ -43,6 +43,31 @@ def test_the_collector_comes_back_after_a_fault_and_stays_off_if_it_was() -> Non
         gc.enable()
 
 
+def test_a_pause_that_leaves_many_objects_puts_them_in_the_oldest_generation_and_cycles_are_still_collected(
+) -> None:
+    import weakref
+
+    from jbod_model.slots import PROMOTE_AFTER
+
+    class Node:
+        pass
+
+    gc.collect()
+    with gc_paused():
+        kept = [[i] for i in range(PROMOTE_AFTER + 10_000)]
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]
+        cycle = weakref.ref(a)
+        del a, b
+        assert gc.get_count()[0] > PROMOTE_AFTER
+    # No young collection left to walk them, nothing frozen, the collector on.
+    assert gc.get_count()[0] < 1_000 and gc.get_freeze_count() == 0 and gc.isenabled()
+    assert all(gc.is_tracked(x) for x in kept[:3])
+    assert cycle() is not None
+    gc.collect()  # a full collection still finds the cycle made during the pause
+    assert cycle() is None
+
+
 def test_writable_twins_only_for_plain_slots_classes_and_what_they_build_stays_frozen() -> None:
     from dataclasses import FrozenInstanceError
 
