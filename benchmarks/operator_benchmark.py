@@ -15,6 +15,7 @@ to Arrow, pyspark's part in the worker; ``driver_plan_cpu_seconds``: the driver'
 packets out (they were ``output_packets_cpu_seconds``)::
 
     python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
+                                            [--sink-tables]
 
 on a cached benchmark cluster (``benchmarks/clusters.py``). ``--profile N`` adds cProfile's top N functions by own
 time. What Spark adds around it (Arrow in and out of the worker, the state store's socket, shuffle, the JVM) is
@@ -43,8 +44,8 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
 from jbod_model.stream import entry_from_json
 from pipelines.lakehouse.tables import plan_batch
-from pipelines.streaming.codec import entry_to_row, fan_out, pack_rows
-from pipelines.streaming.processor import batch_rows, replay_packets, settle_batch, unpack_output
+from pipelines.streaming.codec import entry_to_row, fan_out, pack_rows, unpack_rows
+from pipelines.streaming.processor import batch_rows, replay_bucket, replay_packets, settle_batch, unpack_output
 from pipelines.streaming.stateful import MAP_STATES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
@@ -82,6 +83,24 @@ def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]
             "state_calls_by_variable": dict(calls.most_common())}
 
 
+def sink_tables_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]:
+    """The CPU of the output's typed tables alone (``RowSink.tables``, part of ``cpu_seconds``), and the rows of each
+    table: every bucket batch replayed as the operator does (``replay_bucket``), then its sink's rows made into
+    tables with the clock running."""
+    seconds = 0.0
+    rows: collections.Counter[str] = collections.Counter()
+    for bucket, batches in inputs.items():
+        maps = {name: FakeMapState() for name in MAP_STATES}
+        meta = FakeValueState()
+        for packet in batches:
+            sink = replay_bucket("bench", unpack_rows(packet), meta, maps, bucket, buckets)  # type: ignore[arg-type]
+            start = time.process_time()
+            tables = sink.tables()
+            seconds += time.process_time() - start
+            rows.update({name: t.num_rows for name, t in tables.items()})
+    return {"sink_tables_cpu_seconds": round(seconds, 2), "rows_by_table": dict(rows.most_common())}
+
+
 def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, Any]:
     """The model's part of the operator alone (see the module docstring): its CPU seconds and the steps it made."""
     # Batches cut as the operator's are (the next ``batch`` entries of the log), split before the clock starts.
@@ -109,6 +128,8 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--batch", type=int, default=250_000, help="entries per micro-batch (the job's cap)")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
+    parser.add_argument("--sink-tables", action="store_true",
+                        help="also time the output's typed tables alone (RowSink.tables), table by table's rows")
     args = parser.parse_args()
     cluster = benchmark_cluster(args.partitions)
     with (cluster.root / "records.jsonl").open("rb") as lines:
@@ -136,6 +157,8 @@ def main() -> None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
     result |= model_cpu(entries, args.buckets, args.batch)
+    if args.sink_tables:
+        result |= sink_tables_cpu(packets, args.buckets)
     result |= {"cluster": cluster.shape.key, "records": len(entries), "rows_in": rows, "buckets": args.buckets,
                "batch": args.batch, "pure_replay_cpu_seconds": round(pure, 2),
                "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
