@@ -30,13 +30,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import operator
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from jbod_model.controller.context import ControllerConfig, ControllerContext
 from jbod_model.directory_id import MIGRATING, UNASSIGNED, DirectoryState, is_reserved
@@ -67,6 +68,7 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.replay import MetadataDelta
 from jbod_model.replicas import OfflineReason, offline_reason
+from jbod_model.slots import slot_constructor
 from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner
 from jbod_model.uuid import Uuid
 
@@ -229,9 +231,39 @@ def _partition_order(ref: PartitionRef) -> tuple[str, int, str]:
     return (ref.topic_name, ref.partition_id, str(ref.topic_id))
 
 
+_Item = TypeVar("_Item")
+
+
+def in_partition_order(items: Iterable[_Item], name_and_id: Callable[[_Item], tuple[str, int]],
+                       ref_of: Callable[[_Item], PartitionRef]) -> list[_Item]:
+    """``items`` sorted by their partitions' :func:`_partition_order`: by ``name_and_id`` (an ``attrgetter`` of
+    the topic's name and the partition id: a key built in C), and by the topic id's text only when two topics of one
+    name are among them (a topic deleted and created again), which a sort on the first two parts would leave in
+    their given order. A report sorts hundreds of thousands of partitions so; the full key formatted an id for each."""
+    out = sorted(items, key=name_and_id)
+    if len(set(map(name_and_id, out))) < len(out):
+        out.sort(key=lambda item: _partition_order(ref_of(item)))
+    return out
+
+
+_NAME_AND_ID: Final = operator.attrgetter("topic_name", "partition_id")
+
+
+def _same(ref: PartitionRef) -> PartitionRef:
+    return ref
+
+
+#: An offline replica's topic name and partition id, for :func:`in_partition_order`.
+_PARTITION_NAME_AND_ID: Final = operator.attrgetter("partition.topic_name", "partition.partition_id")
+
+
+def _offline_replica_ref(replica: OfflineReplica) -> PartitionRef:
+    return replica.partition
+
+
 def format_partitions(refs: Sequence[PartitionRef], limit: int = SUMMARY_PARTITIONS) -> str:
     """``orders-0, orders-2 and 3 more``: a one-line list that stays one line on a 1,000-partition disk."""
-    labels = [r.label for r in sorted(refs, key=_partition_order)]
+    labels = [r.label for r in in_partition_order(refs, _NAME_AND_ID, _same)]
     if len(labels) <= limit:
         return ", ".join(labels)
     return f"{', '.join(labels[:limit])} and {len(labels) - limit} more"
@@ -507,9 +539,24 @@ class _Affected:
     deleted: LogPosition | None = None
 
     def freeze(self) -> AffectedPartition:
-        return AffectedPartition(partition=self.ref, lost_leadership=self.lost_leadership, lost_isr=self.lost_isr,
-                                 leaderless=self.leaderless, leader_restored=self.leader_restored,
-                                 isr_restored=self.isr_restored, moved=self.moved, deleted=self.deleted)
+        # Positionally, without the frozen keyword __init__: a 200 k cluster's report freezes 633 k of them.
+        return _new_affected_partition(self.ref, self.lost_leadership, self.lost_isr, self.leaderless,
+                                       self.leader_restored, self.isr_restored, self.moved, self.deleted)
+
+
+# Built once per partition an incident hits (hundreds of thousands in a large cluster's report), without their
+# keyword ``__init__`` (``jbod_model.slots``; none of them has a ``__post_init__``). Every field, in order.
+#: ``(partition, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
+_new_affected_partition: Final = slot_constructor(AffectedPartition)
+#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
+_new_affected: Final = slot_constructor(_Affected)
+#: ``(topic_id, topic_name, partition_id)``
+_new_partition_ref: Final = slot_constructor(PartitionRef)
+_AFFECTED_NAME_AND_ID: Final = operator.attrgetter("ref.topic_name", "ref.partition_id")
+
+
+def _affected_ref(a: _Affected) -> PartitionRef:
+    return a.ref
 
 
 @dataclass(slots=True)
@@ -534,7 +581,8 @@ class _Incident:
         self.staying = sum(1 for a in self.partitions.values() if a.moved is None and a.deleted is None)
 
     def freeze(self) -> Incident:
-        parts = tuple(a.freeze() for a in sorted(self.partitions.values(), key=lambda a: _partition_order(a.ref)))
+        parts = tuple(a.freeze() for a in in_partition_order(self.partitions.values(), _AFFECTED_NAME_AND_ID,
+                                                             _affected_ref))
         return Incident(id=self.id, kind=self.kind, broker_id=self.broker_id, directory=self.directory,
                         trigger=self.trigger, started=self.started, replicas_offline=self.replicas_offline,
                         partitions=parts, ended=self.ended, resolution=self.resolution)
@@ -1067,18 +1115,27 @@ class HostedChange:
         """:meth:`IncidentTracker._affected` of every partition held, in column order: whether the broker lost
         its leadership (led it before, not after), its ISR membership (in it before, not after), and whether the
         partition is leaderless after the batch."""
+        return self._affected(range(len(self.keys)))
+
+    def _affected(self, rows: Iterable[int]) -> list[_Affected]:
+        """:meth:`affected` of the rows at ``rows`` (column positions), in that order."""
         b = self.broker_id
-        return [_Affected(ref=PartitionRef(tid, name, pid), lost_leadership=led == b and (not now or lead != b),
-                          lost_isr=was_in and not (now and is_in), leaderless=now and lead == NO_LEADER)
-                for (tid, pid), name, led, was_in, now, lead, is_in in zip(
-                    self.keys, self.names, self.leaders, self.in_isr, self.exists_after, self.leaders_after,
-                    self.in_isr_after, strict=True)]
+        keys, names, leaders, in_isr = self.keys, self.names, self.leaders, self.in_isr
+        exists_after, leaders_after, in_isr_after = self.exists_after, self.leaders_after, self.in_isr_after
+        out = []
+        for i in rows:
+            (tid, pid), now, lead = keys[i], exists_after[i], leaders_after[i]
+            out.append(_new_affected(_new_partition_ref(tid, names[i], pid), leaders[i] == b and (not now or lead != b),
+                                     in_isr[i] and not (now and in_isr_after[i]), now and lead == NO_LEADER,
+                                     None, None, None, None))
+        return out
 
     def directory_failure(self, directory: Uuid) -> dict[PartitionKey, _Affected]:
         """The partitions a failure of ``directory`` hit (:meth:`IncidentTracker._start_directory_failure`): those
-        the broker held there, each with what it lost."""
-        return {pk: a for pk, d, a in zip(self.keys, self.directories, self.affected(), strict=True)
-                if d == directory}
+        the broker held there, each with what it lost (built for those rows alone, not for every partition the
+        broker holds)."""
+        rows = [i for i, d in enumerate(self.directories) if d == directory]
+        return dict(zip([self.keys[i] for i in rows], self._affected(rows), strict=True))
 
     def broker_offline(self) -> dict[PartitionKey, _Affected]:
         """The partitions the broker's going offline hit (:meth:`IncidentTracker._start_broker_offline`): those
@@ -1685,7 +1742,7 @@ def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, h
         offline_groups.append(OfflineGroup(
             broker_id=b, directory=ref(d, b), reasons=tuple(sorted({r.reason for r in replicas}, key=list(
                 OfflineReason).index)),
-            replicas=tuple(sorted(replicas, key=lambda r: _partition_order(r.partition))),
+            replicas=tuple(in_partition_order(replicas, _PARTITION_NAME_AND_ID, _offline_replica_ref)),
             incident_id=explaining.id if explaining is not None else None,
             since=explaining.started if explaining is not None else None))
 
@@ -1812,9 +1869,9 @@ def timeline_events(incidents: Iterable[Incident], paths: DirectoryPaths | None 
 
         def add(at: LogPosition, kind: EventKind, partitions: Sequence[PartitionRef], summary: str,
                 incident: Incident = incident, dref: DirectoryRef | None = dref) -> None:
+            ordered = tuple(in_partition_order(partitions, _NAME_AND_ID, _same))
             events.append(TimelineEvent(at=at, kind=kind, incident_id=incident.id, broker_id=incident.broker_id,
-                                        directory=dref, partitions=tuple(sorted(partitions, key=_partition_order)),
-                                        summary=summary))
+                                        directory=dref, partitions=ordered, summary=summary))
 
         hit = [p.partition for p in incident.partitions
                if p.lost_leadership or p.lost_isr or p.leaderless]
