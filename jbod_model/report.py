@@ -1696,12 +1696,14 @@ def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, h
         min_isr = ctx.topic_effective_min_isr(topic.name)
         for pid in sorted(topic.partitions):
             part = topic.partitions[pid]
-            pref = PartitionRef(topic.id, topic.name, pid)
+            pref = _new_partition_ref(topic.id, topic.name, pid)
             n_partitions += 1
             offline_here: list[OfflineReplica] = []
             for b, d in zip(part.replicas, part.directories, strict=True):
                 n_replicas += 1
-                count = counts.setdefault((b, d), _Count())
+                count = counts.get((b, d))
+                if count is None:  # not setdefault: that would build a _Count for each of a cluster's replicas
+                    count = counts[(b, d)] = _Count()
                 count.replicas += 1
                 count.leaders += int(part.leader == b)
                 reason = offline_reason(cluster, b, d)
