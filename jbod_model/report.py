@@ -552,6 +552,7 @@ _new_affected_partition: Final = slot_constructor(AffectedPartition)
 _new_affected: Final = slot_constructor(_Affected)
 #: ``(topic_id, topic_name, partition_id)``
 _new_partition_ref: Final = slot_constructor(PartitionRef)
+#: An incident's partition's topic name and partition id, for :func:`in_partition_order`.
 _AFFECTED_NAME_AND_ID: Final = operator.attrgetter("ref.topic_name", "ref.partition_id")
 
 

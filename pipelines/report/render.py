@@ -146,7 +146,8 @@ def _status(s: PartitionStatus) -> dict[str, Any]:
 
 def _incident(i: Incident) -> list[dict[str, Any]]:
     # One dict per partition, :func:`_part`'s keys first, written out: a disk's incident lists every partition it
-    # held (633 k rows in a 200 k cluster's report), and a merged _part dict and four calls each cost ≈ 40 % more.
+    # held (633 k rows in a 200 k cluster's report), and a merged _part dict and four calls each cost 2.5× as much
+    # (docs/performance.md, "Image and what-if within the goal").
     rows = []
     for p in i.partitions:
         ref, restored, back, moved, deleted = p.partition, p.leader_restored, p.isr_restored, p.moved, p.deleted

@@ -113,6 +113,7 @@ def _sink_row_type(table: str) -> pa.StructType:
     """A sink row of ``table`` (a tuple, by position) as one struct value."""
     return pa.struct(list(_sink_schema(table)))
 
+
 #: Output rows per output packet.
 OUTPUT_PACKET_ROWS = 50_000
 
@@ -479,9 +480,10 @@ class RowSink:
     def tables(self) -> dict[str, pa.Table]:
         """The rows as typed tables: ``ord``, ``at`` and the table's :func:`operator_schema` columns. No value
         becomes text: the rows (tuples) become one struct array in one call, which pyarrow converts in C — taking
-        them apart into columns first (an ``itemgetter`` pass per column) cost ≈ 1.8× as much —, and the rows added
-        as columns (:meth:`_replica_group`) become arrays column by column. The rows' order is not the tables' (the
-        driver sorts a batch by ``ord``, pipelines.lakehouse.tables.plan_batch)."""
+        them apart into columns first (an ``itemgetter`` pass per column) cost ≈ 1.4× as much at 200 k partitions
+        (docs/state-design.md, "fifteenth round") —, and the rows added as columns (:meth:`_replica_group`) become
+        arrays column by column. The rows' order is not the tables' (the driver sorts a batch by ``ord``,
+        pipelines.lakehouse.tables.plan_batch)."""
         out = {}
         for name in {**self.rows, **self._columns}:
             schema = _sink_schema(name)
