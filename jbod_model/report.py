@@ -263,10 +263,12 @@ def _offline_replica_ref(replica: OfflineReplica) -> PartitionRef:
 
 def format_partitions(refs: Sequence[PartitionRef], limit: int = SUMMARY_PARTITIONS) -> str:
     """``orders-0, orders-2 and 3 more``: a one-line list that stays one line on a 1,000-partition disk."""
-    labels = [r.label for r in in_partition_order(refs, _NAME_AND_ID, _same)]
-    if len(labels) <= limit:
+    ordered = in_partition_order(refs, _NAME_AND_ID, _same)
+    # Only the labels shown: a failed disk's list holds thousands of partitions.
+    labels = [r.label for r in ordered[:limit]]
+    if len(ordered) <= limit:
         return ", ".join(labels)
-    return f"{', '.join(labels[:limit])} and {len(labels) - limit} more"
+    return f"{', '.join(labels)} and {len(ordered) - limit} more"
 
 
 _UNITS: Final = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))

@@ -35,6 +35,7 @@ from jbod_model.report import (
     IncidentKind,
     IncidentTracker,
     LogPosition,
+    PartitionRef,
     ReportTracker,
     Resolution,
     Trigger,
@@ -42,6 +43,7 @@ from jbod_model.report import (
     directory_ref,
     format_directory,
     format_duration_ms,
+    format_partitions,
     run_and_track,
 )
 from jbod_model.stream import RequestEntry, StreamRunner, load_jsonl
@@ -427,3 +429,12 @@ def test_a_history_of_another_offset_is_refused() -> None:
                                           (7_500_000, "2h 5m"), (273_600_000, "3d 4h")])
 def test_durations_read_like_an_incident_log(ms: int, text: str) -> None:
     assert format_duration_ms(ms) == text
+
+
+def test_a_partition_list_names_the_first_few_in_order_and_counts_the_rest() -> None:
+    t1, t2 = Uuid(0, 11), Uuid(0, 12)
+    refs = [PartitionRef(t1, "orders", 2), PartitionRef(t2, "events", 0), PartitionRef(t1, "orders", 0)]
+    assert format_partitions(refs) == "events-0, orders-0, orders-2"
+    assert format_partitions(refs, limit=2) == "events-0, orders-0 and 1 more"
+    assert format_partitions(refs, limit=3) == "events-0, orders-0, orders-2"
+    assert format_partitions([]) == ""
