@@ -404,11 +404,6 @@ def _broker_value(reg: BrokerRegistration) -> tuple[Any, ...]:
                    for e in reg.listeners]))
 
 
-def _partition_value(name: str, p: PartitionRegistration) -> tuple[Any, ...]:
-    return (name, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.leader_recovery_state,
-            [str(d) for d in p.directories], p.adding_replicas, p.removing_replicas, p.elr, p.last_known_elr)
-
-
 def _replica_value(name: str, r: ReplicaState) -> tuple[Any, ...]:
     return (name, str(r.directory), r.directory_state.value, r.offline,
             r.offline_reason.value if r.offline_reason else None)
@@ -540,13 +535,33 @@ class RowSink:
             self.event("broker", (b.key,), step, None if b.new is None else _broker_value(b.new))
         for t in step.topics:
             self.event("topic", (str(t.key),), step, None if t.new is None else (t.new,))
-        for p in step.partitions:
-            self.event("partition", (str(p.topic_id), p.partition_id), step,
-                       None if p.new is None else _partition_value(p.topic_name, p.new))
+        if step.partitions:
+            self._partitions(step)
         for r in step.replicas:
             self._replica(step, r)
         for g in step.replica_groups:
             self._replica_group(step, g)
+
+    def _partitions(self, step: Step) -> None:
+        """The step's ``partition`` events: what :meth:`event` adds, each row built as one tuple (≈ one row per
+        record of a log: a PartitionChangeRecord changes one partition), the topic ids' texts kept."""
+        rows = self._table("partition")
+        topic_texts = self._topic_texts
+        offset, timestamp, buckets, bucket = step.offset, step.timestamp, self.buckets, self.bucket
+        for change in step.partitions:
+            p = change.new
+            if p is None:
+                self.event("partition", (str(change.topic_id), change.partition_id), step, None)
+                continue
+            topic = topic_texts.get(change.topic_id)
+            if topic is None:
+                topic = topic_texts[change.topic_id] = str(change.topic_id)
+            # The sink's partition row (_sink_schema): ord, at, the key, o, t, the registration's columns, removed.
+            rows.append((self.count * buckets + bucket, offset, topic, change.partition_id, offset, timestamp,
+                         change.topic_name, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
+                         p.leader_recovery_state, [str(d) for d in p.directories], p.adding_replicas,
+                         p.removing_replicas, p.elr, p.last_known_elr, False))
+            self.count += 1
 
     def _replica(self, step: Step, r: ReplicaChange) -> None:
         topic_id, partition_id, broker_id = r.key
