@@ -455,8 +455,8 @@ class RowSink:
         self._columns: dict[str, list[list[Any]]] = {}
         #: Rows added so far, over every table: the next row's index (its ``ord`` is derived from it).
         self.count = 0
-        #: The batch's input records by offset: (source, type, version, data, payload) as the source wrote them.
-        self._inputs: dict[int, tuple[str | None, str, int, str | None, str | None]] = {}
+        #: The batch's input records by offset: their packed rows (``codec.unpack_rows``) as the source wrote them.
+        self._inputs: dict[int, Sequence[Any]] = {}
         #: Topic ids' texts: a group lists thousands of partitions of a few hundred topics.
         self._topic_texts: dict[Uuid, str] = {}
 
@@ -466,7 +466,7 @@ class RowSink:
         encoded again."""
         offset = row[OFFSET]
         if offset is not None:
-            self._inputs[offset] = (row[SOURCE], row[TYPE], row[VERSION], row[DATA], row[PAYLOAD])
+            self._inputs[offset] = row  # the row itself: it lives until the batch's end anyway
 
     def add(self, table: str, values: tuple[Any, ...], at: int | None = None) -> None:
         self._table(table).append((self.count * self.buckets + self.bucket, at, *values))
@@ -505,16 +505,20 @@ class RowSink:
                offset: int | None = None) -> None:
         origin = "controller" if entry.source == CONTROLLER_SOURCE else \
             "snapshot" if snapshot_index is not None else self.origin
-        known = self._inputs.get(entry.offset) if origin == self.origin else None
-        if known is not None and known[0] == entry.source:
-            _source, type_name, version, data, payload = known
+        # Taken out: a record has one bronze row, and its input row is then free to go.
+        known = self._inputs.pop(entry.offset, None) if origin == self.origin else None
+        if known is not None and known[SOURCE] == entry.source:
+            type_name, version, data, payload = known[TYPE], known[VERSION], known[DATA], known[PAYLOAD]
         else:
             obj = record_to_json(entry.record)
             type_name, version, payload = obj["type"], obj["version"], obj.get("payload")
             data = None if obj.get("data") is None else dumps(obj["data"])
-        self.add("records", (entry.offset if offset is None else offset, entry.batch_base_offset, entry.leader_epoch,
-                             entry.timestamp, type_name, version, data, payload, entry.source, origin, snapshot_index,
-                             applied), at)
+        # What add() appends, built as one tuple: a bronze row for every record of the log.
+        self._table("records").append((
+            self.count * self.buckets + self.bucket, at, entry.offset if offset is None else offset,
+            entry.batch_base_offset, entry.leader_epoch, entry.timestamp, type_name, version, data, payload,
+            entry.source, origin, snapshot_index, applied))
+        self.count += 1
 
     def step(self, step: Step) -> None:
         """Bronze rows for the step's records, then one event per changed key: of the rows this bucket owns
