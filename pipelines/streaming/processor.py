@@ -466,7 +466,7 @@ class RowSink:
         encoded again."""
         offset = row[OFFSET]
         if offset is not None:
-            self._inputs[offset] = row  # the row itself: it lives until the batch's end anyway
+            self._inputs[offset] = row  # the row itself, not a copy of its fields: record() takes it out once used
 
     def add(self, table: str, values: tuple[Any, ...], at: int | None = None) -> None:
         self._table(table).append((self.count * self.buckets + self.bucket, at, *values))
