@@ -366,7 +366,8 @@ class Incident:
     ``replicas_offline`` counts the broker's replicas the incident took offline (on the directory, or on the
     broker); ``partitions`` lists, for a directory failure, every partition with a replica on it, and for a broker
     going offline the partitions that lost the broker from leadership or ISR in the same batch or were left
-    leaderless (a fenced broker's followers outside the ISR need no follow-up).
+    leaderless (a fenced broker's followers outside the ISR need no follow-up), in partition order (topic name,
+    partition id, topic id: :func:`in_partition_order`).
     """
 
     id: int
@@ -1874,9 +1875,9 @@ def timeline_events(incidents: Iterable[Incident], paths: DirectoryPaths | None 
 
         def add(at: LogPosition, kind: EventKind, partitions: Sequence[PartitionRef], summary: str,
                 incident: Incident = incident, dref: DirectoryRef | None = dref) -> None:
-            ordered = tuple(in_partition_order(partitions, _NAME_AND_ID, _same))
+            # Not sorted again: every list here is a subset of the incident's partitions, taken in their order.
             events.append(TimelineEvent(at=at, kind=kind, incident_id=incident.id, broker_id=incident.broker_id,
-                                        directory=dref, partitions=ordered, summary=summary))
+                                        directory=dref, partitions=tuple(partitions), summary=summary))
 
         hit = [p.partition for p in incident.partitions
                if p.lost_leadership or p.lost_isr or p.leaderless]
