@@ -52,6 +52,7 @@ from jbod_model.errors import DecodeError, InputError
 from jbod_model.meta_properties import META_PROPERTIES_NAME, MetaPropertiesError
 from jbod_model.meta_properties import read_file as read_meta_properties
 from jbod_model.records.entry import LogEntry
+from jbod_model.slots import gc_paused_iteration
 from jbod_model.sources import InputKind, detect_kind
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import ReadPolicy, ReadReport
@@ -892,6 +893,13 @@ class _StreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
+        # Each packet made with the cyclic collector paused (the rows are acyclic; reference counting frees them):
+        # the decoder's window and the pending rows kept surviving young collections into full ones, which walked
+        # every object of the worker — a quarter of a 300 k-record task's CPU (docs/state-design.md, "sixteenth
+        # round"). pyspark's code between two packets runs with the collector as it was.
+        return gc_paused_iteration(self._packets(partition))
+
+    def _packets(self, partition: _Partition) -> Iterator[tuple[Any, ...]]:
         cluster_id, keys = partition.ci.cluster_id, partition.keys
         # Each bucket's rows, in order, until a packet is full: a packet holds consecutive rows of one bucket.
         pending: list[list[InputRow]] = [[] for _ in keys]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -21,6 +24,7 @@ from jbod_model.simulator.output import append_to_segment, corrupt_batch, write_
 from jbod_model.storage.files import METADATA_PARTITION_DIR
 from jbod_model.storage.log_reader import iter_batches
 from jbod_model.stream import entry_to_line
+from pipelines.streaming import source
 from pipelines.streaming.codec import (
     DATA,
     KIND,
@@ -36,11 +40,13 @@ from pipelines.streaming.codec import (
     row_to_entry,
 )
 from pipelines.streaming.source import (
+    KraftMetadataSource,
     SourceConfig,
     SourcePlanner,
     available_offsets,
     checkpointed_offsets,
     discover,
+    input_schema,
     read_range,
     share_budget,
     source_options,
@@ -435,3 +441,29 @@ def test_an_input_row_reads_back_as_the_entry_it_was_made_from() -> None:
     bad = {**change, "data": json.dumps({**json.loads(change["data"]), "partitionId": "seven"})}
     with pytest.raises(InputError, match="partitionId"):
         row_to_entry(packed_row(bad), "c")
+
+
+def test_a_read_makes_each_packet_with_the_collector_paused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor's read decodes and packs with the cyclic collector paused (its full passes walked the worker's
+    objects again and again while the decoder's window survived young ones), and hands each packet to pyspark with
+    the collector on again, so pyspark's own code never runs with it off."""
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
+    monkeypatch.setattr(source, "PACKET_ROWS", 3)
+    seen: list[tuple[str, bool]] = []
+    real = source.read_range
+
+    def watched(*args: Any, **kw: Any) -> Iterator[Any]:
+        for row in real(*args, **kw):
+            seen.append(("row", gc.isenabled()))
+            yield row
+
+    monkeypatch.setattr(source, "read_range", watched)
+    reader = KraftMetadataSource(source_options([node])).streamReader(input_schema())
+    start, end = reader.initialOffset(), reader.latestOffset()
+    assert gc.isenabled()
+    for partition in reader.partitions(start, end):
+        for _ in reader.read(partition):
+            seen.append(("packet", gc.isenabled()))
+    assert gc.isenabled()
+    assert seen.count(("row", False)) >= len(ENTRIES) and ("row", True) not in seen
+    assert seen.count(("packet", True)) >= 2 and ("packet", False) not in seen
