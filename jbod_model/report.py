@@ -68,7 +68,7 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.replay import MetadataDelta
 from jbod_model.replicas import OfflineReason, offline_reason
-from jbod_model.slots import slot_constructor
+from jbod_model.slots import gc_paused, slot_constructor
 from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner
 from jbod_model.uuid import Uuid
 
@@ -1653,6 +1653,9 @@ def _disk_order(stat: DiskStat) -> tuple[int, bool, str, str]:
     return (stat.broker_id, stat.state is DiskState.PLACEHOLDER, ref.path or "\uffff", str(ref.directory))
 
 
+# The collector paused: a 200 k-partition report builds hundreds of thousands of rows beside the image's objects, and
+# each full collection walked them all (0.6 s at 200 k, docs/performance.md).
+@gc_paused()
 def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, history: ReportHistory | None = None,
                  config: ControllerConfig | None = None) -> JbodReport:
     """The report of ``image``: the state now, joined with paths when given, and with the history when given.

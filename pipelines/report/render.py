@@ -46,6 +46,7 @@ from jbod_model.report import (
     format_duration_ms,
     format_partitions,
 )
+from jbod_model.slots import gc_paused
 from pipelines.report.wording import FIRST_NAMES, counted, split_long
 
 #: Bumped only when a key of docs/report-json.md is renamed or removed (adding keys keeps the version).
@@ -160,6 +161,7 @@ def _incident(i: Incident) -> list[dict[str, Any]]:
     return rows
 
 
+@gc_paused()  # the JSON rows of a 200 k report's incidents are millions of objects (see build_report)
 def report_to_json(report: JbodReport) -> dict[str, Any]:
     """The report as JSON-ready values, in the shape docs/report-json.md documents."""
     s = report.summary

@@ -3,11 +3,14 @@ ages, min ISR, and directory names — on the demo stream and on synthetic logs 
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from report_support import T0, batches, register
 
+import jbod_model.report as report_module
 from jbod_model.directory_id import UNASSIGNED, DirectoryState
 from jbod_model.errors import InputError
 from jbod_model.image import MetadataImage
@@ -138,6 +141,24 @@ def test_demo_offline_replicas_are_grouped_by_the_failed_disk() -> None:
     assert sum(d.leaders for d in report.disks) == 5  # every partition has a leader, on some disk
     assert all(d.state is DiskState.ONLINE for k, d in disks.items() if k != (2, FAILED))
     assert report.leaderless == () and report.under_min_isr == () and report.pending == ()
+
+
+def test_a_report_is_built_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build_report`` runs with the cyclic collector off (each full pass walked the rows it was building beside
+    the image's objects) and leaves it on, as it found it."""
+    runner, tracker = run_demo()
+    seen: list[bool] = []
+    real = report_module.directory_ref
+
+    def watched(*args: Any, **kw: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(report_module, "directory_ref", watched)
+    assert gc.isenabled()
+    report = build_report(runner.image, history=tracker.history())
+    assert gc.isenabled() and seen and not any(seen)
+    assert [(g.broker_id, g.directory.directory) for g in report.offline] == [(2, FAILED)]
 
 
 def test_demo_timeline_shows_broker_2s_disk_failure_with_its_batch() -> None:

@@ -5,6 +5,7 @@ browser shows the page collapsed (skipped, with the reason, where Chromium is no
 
 from __future__ import annotations
 
+import gc
 import html as htmlmod
 import re
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,7 @@ from jbod_model.report import DirLocation, InventoryJoin, JbodReport, PartitionS
 from jbod_model.simulator.cluster import Simulation
 from jbod_model.simulator.config import SimulationConfig
 from jbod_model.uuid import Uuid
+from pipelines.report import render
 from pipelines.report.load import load_from_inputs, load_from_records
 from pipelines.report.render import FIRST_ROWS, fleet_rows, render_fleet_html, render_html, report_to_json
 from pipelines.report.wording import FIRST_NAMES, split_long
@@ -246,3 +249,20 @@ def _content_height(png: Path) -> int:
             if any(rgb.getpixel((x, y)) != background for x in range(0, width, 4)):
                 return y
     return 0
+
+
+def test_the_reports_json_is_built_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``report_to_json`` makes a big report's rows with the cyclic collector off (a 200 k-partition report's
+    incidents are millions of values, and a full pass walked them) and leaves it on."""
+    seen: list[bool] = []
+    real = render._pos
+
+    def watched(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(render, "_pos", watched)
+    assert gc.isenabled()
+    doc = report_to_json(big_report())
+    assert gc.isenabled() and seen and not any(seen)
+    assert doc["summary"]["offlineReplicas"] == len(big_report().offline[0].replicas)
