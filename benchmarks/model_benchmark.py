@@ -41,21 +41,27 @@ from jbod_model.sources import open_inputs
 from jbod_model.stream import StreamEntry, StreamRunner
 
 #: ../shared/bench beside the checkout (the worktree or the main checkout).
+#: GNU time: a child's own peak RSS (``%M``, KiB).
+GNU_TIME = "/usr/bin/time"
 DEFAULT_DUCKDB = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
 
 
 def _run(cmd: list[str], stdout_path: Path) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds (user + system, all threads) and peak RSS (bytes) of one subprocess, its stdout to
-    ``stdout_path``."""
+    ``stdout_path``. The peak is GNU ``time``'s ``%M`` of the command itself, not ``wait4``'s ``ru_maxrss``: Linux
+    starts a forked child's peak from this process's own (kept across ``exec``), and this process holds an image of
+    the cluster — so every command read as large as it."""
     stderr_path = stdout_path.with_suffix(".stderr")
+    rss_path = stdout_path.with_suffix(".rss")
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        proc = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", str(rss_path), *cmd], stdout=out, stderr=err)
         _pid, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{stderr_path.read_text()}")
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    # CPU: GNU time waited for the command, so its own rusage includes the command's.
+    return seconds, usage.ru_utime + usage.ru_stime, int(rss_path.read_text().split()[-1]) * 1024
 
 
 def stage_times(node_dir: Path) -> dict[str, float]:
