@@ -33,10 +33,8 @@ keyed entity (its key, ``o`` offset, ``t`` ms, the new value's columns, ``remove
 from __future__ import annotations
 
 import functools
-import gc
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from typing import Any, TypeAlias, cast
 
 import orjson
@@ -65,6 +63,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
 from jbod_model.records.json_codec import record_to_json
 from jbod_model.replicas import ReplicaState
+from jbod_model.slots import gc_paused
 from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import ENTITIES, operator_schema
@@ -737,26 +736,12 @@ def sink_output(sink: RowSink) -> dict[str, pa.Table]:
     return {name: _owned(table, sink.cluster_id, sink.bucket) for name, table in sink.tables().items()}
 
 
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the duration (as a decorator: for each call).
-
-    A bucket's batch allocates millions of objects that live until its end — input rows, entries, the sink's rows,
-    the state's chunks — and each is counted towards the collector's next pass: full passes kept walking all of
-    them, 14–23 % of the operator's CPU at 200 k partitions (docs/state-design.md, "ninth round"). Almost none of
-    them is in a reference cycle (measured: none left after a batch), so reference counting frees them; a cycle
-    would wait for the collector's next pass after the batch, whose size is bounded (``max_entries_per_batch``)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-@cyclic_gc_paused()
+# The collector paused for a bucket's batch (as a decorator: for each call). A batch allocates millions of objects
+# that live until its end — input rows, entries, the sink's rows, the state's chunks — and full passes kept walking
+# all of them, 14–23 % of the operator's CPU at 200 k partitions (docs/state-design.md, "ninth round"). Almost none is
+# in a reference cycle (measured: none left after a batch), so reference counting frees them; a cycle waits for the
+# collector's next pass after the batch, whose size is bounded (``max_entries_per_batch``).
+@gc_paused()
 def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
                   maps: Mapping[str, MapState],
                   bucket: int = 0, buckets: int = 1, gap_state: ValueState | None = None, *,
@@ -874,7 +859,7 @@ def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
     return sink
 
 
-@cyclic_gc_paused()
+@gc_paused()  # the whole worker's batch: see replay_bucket
 def replay_packets(cluster_id: str, packets: list[tuple[int, bytes]], meta_state: ValueState,
                    maps: Mapping[str, MapState], bucket: int, buckets: int, gap_state: ValueState | None = None, *,
                    bulk_read_rows: int | None = None) -> pd.DataFrame | None:

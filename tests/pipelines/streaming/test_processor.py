@@ -24,6 +24,7 @@ from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord, Part
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
+from jbod_model.slots import gc_paused
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import ENTITIES, as_of_image, batch_tables, plan_batch
 from pipelines.streaming import processor
@@ -553,7 +554,7 @@ def test_a_bucket_replays_with_the_cyclic_collector_paused_and_restores_it_even_
     assert seen and not any(seen)
     assert gc.isenabled()
 
-    @processor.cyclic_gc_paused()
+    @gc_paused()
     def failing() -> None:
         seen.append(gc.isenabled())
         raise RuntimeError("a replay fault")
