@@ -7,6 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from jbod_model.records.entry import LogEntry
+from jbod_model.replay import Replayer, replay_entries
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.slots import gc_paused, gc_paused_iteration
 
 
@@ -82,3 +85,24 @@ def test_writable_twins_only_for_plain_slots_classes_and_what_they_build_stays_f
     assert hash(entry) == hash(LogEntry(5, NoOpRecord(), 5, 1, 2, "s"))
     with pytest.raises(FrozenInstanceError):
         entry.offset = 6  # type: ignore[misc]
+
+
+def test_a_replay_of_many_entries_reads_and_replays_them_with_the_collector_off() -> None:
+    """``Replayer.replay_all`` (``replay_entries``: a snapshot's records into an image, a log into a report's base)
+    pulls and replays its entries with the collector paused — full passes walked the registrations it had built —
+    and leaves it on; the image is the one a replay entry by entry gives."""
+    entries = churn_log(ChurnSpec(seed=3, operations=10))
+    seen: list[bool] = []
+
+    def watched() -> Iterator[LogEntry]:
+        for entry in entries:
+            seen.append(gc.isenabled())
+            yield entry
+
+    assert gc.isenabled()
+    image = replay_entries(watched())
+    assert gc.isenabled() and len(seen) == len(entries) and not any(seen)
+    one_by_one = Replayer()
+    for entry in entries:
+        one_by_one.replay(entry)
+    assert image.same_state(one_by_one.image)
