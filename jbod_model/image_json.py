@@ -5,8 +5,8 @@ string form, then partition id, then broker id (the order a SQL ``ORDER BY`` on 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from jbod_model.directory_id import DirectoryState
 from jbod_model.image import ClusterImage, MetadataImage, TopicImage
@@ -81,17 +81,34 @@ def image_json_text(doc: dict[str, Any]) -> str:
     return dumps_without_floats(doc)
 
 
+#: How many of the text's pieces (a partition's row, a partition's replica rows) :func:`image_json_pieces` joins into
+#: one: a write per few hundred kB, and never a copy of the whole text.
+PIECE_ROWS: Final = 4096
+
+
 def image_json_text_of(image: MetadataImage, extra: Mapping[str, Any] | None = None) -> str:
     """``image_json_text({**image_to_json(image), **extra})``, the same text, written straight from the image (see
-    :func:`_image_json_text_of`) with the cyclic collector paused. ``extra`` holds keys the contract adds after the
+    :func:`_image_json_parts`) with the cyclic collector paused. ``extra`` holds keys the contract adds after the
     image's own (:func:`jbod_model.gaps.consequence_fields`); none of them is one of the image's keys."""
     with gc_paused():
-        return _image_json_text_of(image, extra or {})
+        return "".join(_image_json_parts(image, extra or {}))
 
 
-def _image_json_text_of(image: MetadataImage, extra: Mapping[str, Any]) -> str:
-    """The image JSON text without building the document: a second implementation of :func:`_image_to_json` plus
-    :func:`image_json_text`, proven equal to them by a hypothesis property (tests/properties/test_replay_properties.py).
+def image_json_pieces(image: MetadataImage, extra: Mapping[str, Any] | None = None, *,
+                      rows: int = PIECE_ROWS) -> Iterator[str]:
+    """The text of :func:`image_json_text_of` in consecutive pieces of ``rows`` parts each, to be written
+    one after the other (``jbod image --json``). At 2 M partitions the text is 1.7 GB: joined whole, then encoded
+    whole for the output, it took two more copies of it than its rows (5.3 GB peak, docs/performance.md)."""
+    with gc_paused():
+        parts = _image_json_parts(image, extra or {})
+    for lo in range(0, len(parts), rows):
+        yield "".join(parts[lo:lo + rows])
+
+
+def _image_json_parts(image: MetadataImage, extra: Mapping[str, Any]) -> list[str]:
+    """The image JSON text without building the document, as the list of its consecutive parts: a second
+    implementation of :func:`_image_to_json` plus :func:`image_json_text`, proven equal to them by a hypothesis
+    property (tests/properties/test_replay_properties.py).
 
     The reference builds a dict per partition and per replica (800 k at 200 k partitions) for orjson to walk once;
     here each row is one f-string. What repeats is written once: a partition's ``{"topicId":..,"partitionId":..``
@@ -105,8 +122,8 @@ def _image_json_text_of(image: MetadataImage, extra: Mapping[str, Any]) -> str:
     # A replica's (directory JSON string, row tail) by (broker, id(directory)): its state is a function of those.
     tails: dict[tuple[int, int], tuple[str, str]] = {}
     lists = _IntListTexts()
-    # Every row starts with its separating comma (the first row's is dropped at the end), so the document is one
-    # join of all rows: no joined copy of each section first (at 200 k partitions those copies were 167 MB).
+    # Every row starts with its separating comma (the first row's is dropped at the end), so the document is the
+    # rows one after the other: no joined copy of each section first (at 200 k partitions those copies were 167 MB).
     partitions: list[str] = []
     replicas: list[str] = []
     add_partition, add_replicas = partitions.append, replicas.append
@@ -155,7 +172,7 @@ def _image_json_text_of(image: MetadataImage, extra: Mapping[str, Any]) -> str:
     for name, value in extra.items():
         out.append(f",{dumps_without_floats(name)}:{dumps_without_floats(value)}")
     out.append("}")
-    return "".join(out)
+    return out
 
 
 class _IntListTexts(dict[tuple[int, ...], str]):

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from jbod_model.directory_id import MIGRATING, UNASSIGNED
 from jbod_model.errors import ReplayFault
 from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration, TopicsImage
-from jbod_model.image_json import image_json_text, image_json_text_of, image_to_json
+from jbod_model.image_json import image_json_pieces, image_json_text, image_json_text_of, image_to_json
 from jbod_model.invariants import InvariantTracker, check_image, check_step
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
@@ -705,6 +705,8 @@ def test_image_json_text_of_equals_the_reference_for_any_text_and_extra_keys(
     by_id = {tid: replace(t, name=names[i % len(names)]) for i, (tid, t) in enumerate(image.topics.by_id.items())}
     image = replace(image, topics=TopicsImage(by_id, image.topics.by_name), last_offset=last_offset)
     assert image_json_text_of(image, extra) == image_json_text({**image_to_json(image), **extra})
+    # ``jbod image --json`` writes it in pieces (of 4096 rows; 3 here, so that small images are split too).
+    assert "".join(image_json_pieces(image, extra, rows=3)) == image_json_text_of(image, extra)
 
 
 def test_image_json_text_is_dumps_for_what_orjson_cannot_write_alike() -> None:
