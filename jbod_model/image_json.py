@@ -82,7 +82,7 @@ def image_json_text(doc: dict[str, Any]) -> str:
 
 
 #: How many of the text's pieces (a partition's row, a partition's replica rows) :func:`image_json_pieces` joins into
-#: one: a write per few hundred kB, and never a copy of the whole text.
+#: one: a write of about a megabyte, and never a copy of the whole text.
 PIECE_ROWS: Final = 4096
 
 
