@@ -93,3 +93,15 @@ def test_no_private_name_is_imported_across_modules() -> None:
                     offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
                                   for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert offenders == []
+
+
+def test_the_cli_and_the_reports_text_and_json_load_no_plotting_library() -> None:
+    """matplotlib is imported where a chart is drawn (the HTML report, the notebooks): its import was a third of a
+    second of every ``jbod report``, most of which print text or JSON."""
+    code = (
+        "import sys\n"
+        "import pipelines.cli.main, pipelines.report.render, pipelines.report.load\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"

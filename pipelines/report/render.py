@@ -15,16 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import jinja2
-from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 from rich.console import Console
 from rich.table import Table
 
@@ -48,6 +41,9 @@ from jbod_model.report import (
 )
 from jbod_model.slots import gc_paused
 from pipelines.report.wording import FIRST_NAMES, counted, split_long
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Bumped only when a key of docs/report-json.md is renamed or removed (adding keys keeps the version).
 REPORT_JSON_VERSION: Final = 1
@@ -339,6 +335,8 @@ _MAX_FIGURE_WIDTH: Final = 24.0
 
 
 def _png(fig: Figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - see disk_heatmap_png
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     # No "Software" chunk: the file must carry no URL, not even inside an image.
@@ -357,6 +355,15 @@ def disk_heatmap_png(report: JbodReport) -> bytes | None:
     """Disk × broker heatmap: one column per broker, one cell per directory (ordered as the report orders them),
     coloured by replica count; offline disks hatched and outlined in red, placeholders (UNASSIGNED/MIGRATING) grey.
     None when the report has no disk."""
+    # matplotlib is imported where a chart is drawn: only the HTML report draws one, and its import was a third of
+    # a second of every ``jbod report`` (--json and the terminal's included).
+    from matplotlib import colormaps  # noqa: PLC0415
+    from matplotlib.cm import ScalarMappable  # noqa: PLC0415
+    from matplotlib.colors import Normalize  # noqa: PLC0415
+    from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.patches import Rectangle  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
     if not report.disks:
         return None
     brokers, by_broker = _broker_columns(report.disks)
@@ -435,6 +442,9 @@ def offline_series_png(report: JbodReport) -> bytes | None:
     """Offline replicas and leaderless partitions over the log (step lines; each point is the state after a batch),
     with incident starts (red) and ends (green) marked. The x axis is UTC time when every point has a batch
     timestamp — "out for 20 minutes" is what an operator asks — else the metadata offset. None without history."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 - see disk_heatmap_png
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator  # noqa: PLC0415
+
     points = list(report.offline_series)
     if not points:
         return None
