@@ -5,7 +5,7 @@ refuses outright (a ``replay_faults`` row: I1, I6, I7, or another fault). Its ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from jbod_model import invariants as inv
 from jbod_model.metadata_version import FEATURE_NAME, UNSET, MetadataVersion
@@ -155,12 +155,20 @@ def _mv_timeline(b: Build) -> tuple[list[int], list[int]]:
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def _mv_before(offsets: list[int], levels: list[int], offset: int) -> MetadataVersion:
-    """The metadata.version just before ``offset`` (UNSET before any FeatureLevelRecord: unknown, don't guess)."""
-    import bisect  # noqa: PLC0415 - stdlib, used by this helper only
+def _mv_before(offsets: list[int], levels: list[int]) -> Callable[[int], tuple[MetadataVersion, str]]:
+    """The metadata.version just before an offset, and its text (UNSET before any FeatureLevelRecord: unknown,
+    don't guess), for offsets asked in ascending order: one step along the timeline per change, one
+    :class:`MetadataVersion` per level — a million records ask at 200 k partitions."""
+    versions = [(UNSET, str(UNSET))] + [(mv, str(mv)) for mv in map(MetadataVersion, levels)]
+    at = 0
 
-    i = bisect.bisect_left(offsets, offset)
-    return UNSET if i == 0 else MetadataVersion(levels[i - 1])
+    def before(offset: int) -> tuple[MetadataVersion, str]:
+        nonlocal at
+        while at < len(offsets) and offsets[at] < offset:
+            at += 1
+        return versions[at]
+
+    return before
 
 
 def _f_records(b: Build) -> Frame:
@@ -169,14 +177,14 @@ def _f_records(b: Build) -> Frame:
     # wrote (the state-level suites check the image).
     recs = recs[recs["type"].isin(_DIRECTORY_RECORDS) & recs["applied_offset"].notna()
                 & (recs["origin"] != "snapshot")]
-    offsets, levels = _mv_timeline(b)
+    mv_before = _mv_before(*_mv_timeline(b))
     rows = []
     for r in table_rows(recs.sort_values("offset"), *RECORD_COLUMNS):
         rec = b.record(r)
         if rec is None:
             continue
-        mv = _mv_before(offsets, levels, int(r.offset))
-        rows.append({"offset": r.offset, "type": r.type, "version": r.version, "metadata_version": str(mv),
+        mv, mv_text = mv_before(int(r.offset))
+        rows.append({"offset": r.offset, "type": r.type, "version": r.version, "metadata_version": mv_text,
                      "I3_no_directory_state_below_3_7_iv2": inv.record_free_of_directory_state(rec, mv),
                      "I9_registration_lists_directories": (inv.registration_has_directories(rec, mv)
                                                            if isinstance(rec, RegisterBrokerRecord) else None),

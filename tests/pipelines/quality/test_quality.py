@@ -42,10 +42,12 @@ from jbod_model.invariants import (
     invariant,
 )
 from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to_text
+from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     NoOpRecord,
     PartitionChangeRecord,
@@ -68,7 +70,9 @@ from pipelines.quality import (
     TableSet,
     check_cluster,
     checks_for,
+    column_of,
 )
+from pipelines.quality.frames import Build
 
 ORDERS = "KfaKMz6vRniukx00uvRwwA"
 PAYMENTS = "jVaGuYd1RguOT2X2Imx41g"
@@ -646,6 +650,27 @@ def test_the_synthetic_cluster_passes_every_suite(runner: GxRunner, tmp_path: Pa
     assert failed(results) == set()
     assert result(results, "I14.leader_acceptable").element_count == len(list(
         replay_entries(churn_log(SYNTHETIC)).topics.partitions()))
+
+
+def test_the_records_frame_reads_each_records_metadata_version_as_of_just_before_it(demo: Path) -> None:
+    """Each directory record is judged (I3, I9) at the metadata.version in force just before it: the level of the
+    last FeatureLevelRecord at a lower offset, so a downgrade later in the log changes only the records after it."""
+    tables = clean(demo)
+    recs = tables.table("records")
+    last = int(recs["offset"].max())
+    downgrade = FeatureLevelRecord(name=FEATURE_NAME, feature_level=14)  # 3.6-IV2
+    again = _reg_record(1, 99, Uuid(1, 99), (NXG,))
+    tables = append_records(tables, record_row(DEMO_CLUSTER, last + 1, downgrade),
+                            record_row(DEMO_CLUSTER, last + 2, again))
+    levels = recs.loc[recs["type"] == FeatureLevelRecord.TYPE_NAME, "data"].map(json.loads).tolist()
+    assert [d["name"] for d in levels] == [FEATURE_NAME]  # the demo's one, at its start
+    frame = FRAMES["records"](Build(tables, QualitySettings(), ExternalInputs())).data
+    by_offset = dict(zip(frame["offset"], frame["metadata_version"], strict=True))
+    assert {v for o, v in by_offset.items() if o <= last} == {str(MetadataVersion(levels[0]["featureLevel"]))}
+    assert by_offset[last + 2] == str(MetadataVersion(14))
+    flag = column_of("I3.no_directory_state_below_3_7_iv2")
+    assert frame.loc[frame["offset"] <= last, flag].all()
+    assert frame.loc[frame["offset"] == last + 2, flag].tolist() == [False]
 
 
 def test_the_frames_are_built_with_the_collector_paused(runner: GxRunner, tmp_path: Path,
