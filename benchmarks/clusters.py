@@ -37,12 +37,13 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
@@ -55,6 +56,36 @@ GENERATOR_VERSION = 2
 METADATA_DIR = "metadata"
 #: Where ../shared/bench lives relative to this worktree (the DuckDB speed anchor).
 DUCKDB_BASELINE = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
+#: GNU time: prints a command's own peak RSS (``%M``, KiB).
+GNU_TIME = "/usr/bin/time"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """One command run to completion: wall seconds, CPU seconds (user + system, all its threads), its own peak
+    RSS and its exit code."""
+
+    seconds: float
+    cpu_seconds: float
+    rss_bytes: int
+    returncode: int
+
+
+def run_measured(argv: list[str], stdout: IO[bytes], stderr: IO[bytes]) -> ChildRun:
+    """Run ``argv`` under GNU ``time``, its output to ``stdout`` and ``stderr``. The peak RSS is ``time``'s ``%M``
+    of the command itself, not ``wait4``'s ``ru_maxrss``: Linux starts a forked child's peak from its parent's own
+    (kept across ``exec``), and a benchmark that holds an image of the cluster read every command as large as it.
+    The CPU is ``wait4``'s: ``time`` waited for the command, so its own rusage includes the command's."""
+    with tempfile.NamedTemporaryFile(suffix=".rss") as rss:
+        start = time.perf_counter()
+        proc = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rss.name, *argv], stdout=stdout, stderr=stderr)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # waited for here, not by Popen
+        # On failure ``time`` writes "Command exited with non-zero status N" first: the peak is the last word.
+        words = Path(rss.name).read_text().split()
+    return ChildRun(seconds, usage.ru_utime + usage.ru_stime, int(words[-1]) * 1024 if words else 0,
+                    proc.returncode)
 
 
 @dataclass(frozen=True, slots=True)

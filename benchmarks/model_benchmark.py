@@ -24,14 +24,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from clusters import DUCKDB_BASELINE, run_measured  # beside this script (run as a script, like every benchmark)
 
 from jbod_model.controller.context import ControllerConfig
 from jbod_model.controller.controller import ReferenceController
@@ -40,28 +40,16 @@ from jbod_model.slots import gc_paused
 from jbod_model.sources import open_inputs
 from jbod_model.stream import StreamEntry, StreamRunner
 
-#: ../shared/bench beside the checkout (the worktree or the main checkout).
-#: GNU time: a child's own peak RSS (``%M``, KiB).
-GNU_TIME = "/usr/bin/time"
-DEFAULT_DUCKDB = Path(__file__).resolve().parents[2] / "shared" / "bench" / "duckdb_baseline.py"
-
 
 def _run(cmd: list[str], stdout_path: Path) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system, all threads) and peak RSS (bytes) of one subprocess, its stdout to
-    ``stdout_path``. The peak is GNU ``time``'s ``%M`` of the command itself, not ``wait4``'s ``ru_maxrss``: Linux
-    starts a forked child's peak from this process's own (kept across ``exec``), and this process holds an image of
-    the cluster — so every command read as large as it."""
+    """Wall seconds, CPU seconds and peak RSS (bytes) of one subprocess (:func:`clusters.run_measured`), its stdout
+    to ``stdout_path``; a failure stops the benchmark with the command's stderr."""
     stderr_path = stdout_path.with_suffix(".stderr")
-    rss_path = stdout_path.with_suffix(".rss")
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", str(rss_path), *cmd], stdout=out, stderr=err)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+        run = run_measured(cmd, out, err)
+    if run.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{stderr_path.read_text()}")
-    # CPU: GNU time waited for the command, so its own rusage includes the command's.
-    return seconds, usage.ru_utime + usage.ru_stime, int(rss_path.read_text().split()[-1]) * 1024
+    return run.seconds, run.cpu_seconds, run.rss_bytes
 
 
 def stage_times(node_dir: Path) -> dict[str, float]:
@@ -121,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("node_dir", type=Path, help="a node's metadata log dir (holding __cluster_metadata-0)")
     ap.add_argument("records", type=Path, help="the canonical JSONL of the same records (for DuckDB)")
     ap.add_argument("--repeat", type=int, default=1, help="end-to-end/DuckDB pairs to run (medians reported)")
-    ap.add_argument("--duckdb", type=Path, default=DEFAULT_DUCKDB, help="duckdb_baseline.py")
+    ap.add_argument("--duckdb", type=Path, default=DUCKDB_BASELINE, help="duckdb_baseline.py")
     ap.add_argument("--skip-stages", action="store_true", help="only the end-to-end and DuckDB runs")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     args = ap.parse_args(argv)

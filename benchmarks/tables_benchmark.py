@@ -32,23 +32,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters import DUCKDB_BASELINE  # beside this script (run as a script, like every benchmark)
+from clusters import DUCKDB_BASELINE, run_measured  # beside this script (run as a script, like every benchmark)
 
 from pipelines.lakehouse.tables import as_of_image, clusters, query, resolve_cluster
 
 GOAL_SECONDS = 5.0
 GOAL_RSS_MB = 2048
-#: GNU time: the child's own peak RSS (``%M``, KiB).
-TIME = "/usr/bin/time"
-
-
 @dataclass(frozen=True, slots=True)
 class Run:
     """One timed command: wall seconds, the child's peak RSS, its exit code and output size."""
@@ -60,20 +54,14 @@ class Run:
 
 
 def timed(argv: list[str]) -> Run:
-    """Run ``argv`` to completion under ``/usr/bin/time``: its wall time and peak RSS. Not ``os.wait4``'s rusage: a
-    child's ``ru_maxrss`` starts from this process's own peak at the fork (Linux keeps it across ``exec``), and
-    this process holds an image of the cluster."""
-    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile(suffix=".rss") as rss, \
-            tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.run([TIME, "-f", "%M", "-o", rss.name, *argv], stdout=out, stderr=err, check=False)
-        seconds = time.perf_counter() - start
+    """Run ``argv`` to completion: its wall time and its own peak RSS (:func:`clusters.run_measured`)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        run = run_measured(argv, out, err)
         size = out.seek(0, os.SEEK_END)
-        if proc.returncode != 0:
+        if run.returncode != 0:
             err.seek(0)
-            sys.stderr.write(f"{' '.join(argv)} failed ({proc.returncode}):\n{err.read().decode()[-2000:]}\n")
-        kb = int(Path(rss.name).read_text().split()[-1])
-    return Run(seconds, kb / 1024, proc.returncode, size)
+            sys.stderr.write(f"{' '.join(argv)} failed ({run.returncode}):\n{err.read().decode()[-2000:]}\n")
+    return Run(run.seconds, run.rss_bytes / 2**20, run.returncode, size)
 
 
 def middle_offset(tables: Path, cluster: str) -> int:
