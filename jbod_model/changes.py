@@ -513,6 +513,7 @@ class IncrementalReplayer:
         for entry in pending:
             if self.replay(entry) is not None:
                 raise InputError("the pending entries of an open transaction must not complete a step")
+        self._transactions.resumed()
 
     # -- reads through the pending writes ------------------------------------------------------------------
 
@@ -602,6 +603,15 @@ class IncrementalReplayer:
     @property
     def in_transaction(self) -> bool:
         return self._transactions.open
+
+    def interrupt_transaction(self) -> Step | None:
+        """A range was skipped (policy ``skip``) while a metadata transaction may be open: its outcome is unknown
+        (:meth:`~jbod_model.replay.TransactionBuffer.interrupt`). Returns the step that leaves its records out, or
+        None when none is open. A caller that learns of a skipped range by a row of its own (the Spark source's
+        ``gap`` rows) says so here, at the range, rather than with the next record (which may come in a later
+        micro-batch, after the transaction was stored and resumed)."""
+        dropped = self._transactions.interrupt()
+        return self._step([], self.last_offset, aborted=dropped) if dropped else None
 
     def pending_transaction(self) -> tuple[LogEntry, ...]:
         """The entries of a metadata transaction still open (empty when none): store them with the batch."""

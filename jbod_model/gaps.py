@@ -148,6 +148,14 @@ class GapConsequences:
         _ACTIVE.reset(token)
 
 
+def current_gap() -> str | None:
+    """The latest skipped range the active :class:`GapConsequences` knows of, in words (None: none is active, or
+    nothing was skipped yet). A metadata transaction open while it changes may have lost its end in the new range
+    (:meth:`jbod_model.replay.TransactionBuffer.interrupt`)."""
+    active = _ACTIVE.get()
+    return None if active is None else active._latest_gap()
+
+
 def absorb(fault: ReplayFault, dropped: Sequence[LogEntry] = ()) -> bool:
     """Whether the active :class:`GapConsequences` takes ``fault`` as a consequence of a skipped range (the
     replay then leaves the record out and goes on); False when none is active or nothing was skipped."""

@@ -45,6 +45,7 @@ from typing import Final
 
 from jbod_model.directory_id import LOST, MIGRATING, UNASSIGNED, DirectoryState, is_reserved
 from jbod_model.errors import ReplayFault
+from jbod_model.gaps import current_gap
 from jbod_model.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -57,12 +58,10 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     NO_LEADER,
     NO_LEADER_CHANGE,
-    AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
-    EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
@@ -73,7 +72,7 @@ from jbod_model.records.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from jbod_model.replay import MetadataDelta
+from jbod_model.replay import MetadataDelta, TransactionBuffer
 from jbod_model.replicas import ReplicaState, partition_replicas
 from jbod_model.uuid import Uuid
 
@@ -1471,7 +1470,10 @@ class InvariantTracker:
         self._hosted = _HostedIndex() if runs_i16 else None
         self._buffer: list[LogEntry] = []
         self._buffer_base: int | None = None
-        self._txn: list[LogEntry] | None = None
+        self._transactions = TransactionBuffer()
+        # The latest skipped range when the buffered batch's first entry was read (policy skip): a
+        # transaction the batch leaves open is interrupted by a later one (TransactionBuffer.offer).
+        self._buffer_gap: str | None = None
         self._registered: dict[int, set[Uuid]] = {}
         self._registrants: dict[Uuid, set[int]] = {}
         self._pending: dict[ReplicaKey, _Clock] = {}
@@ -1511,7 +1513,7 @@ class InvariantTracker:
         if self._buffer and base is not None and self._buffer_base is not None and base != self._buffer_base:
             out = self.end_batch()
         if not self._buffer:
-            self._buffer_base = base
+            self._buffer_base, self._buffer_gap = base, current_gap()
         self._buffer.append(entry)
         return out
 
@@ -1519,7 +1521,7 @@ class InvariantTracker:
         """Replay and check the buffered batch. Raises :class:`ReplayFault` (and drops the batch) when it
         cannot be replayed — that is a fault, not a violation."""
         entries, self._buffer, self._buffer_base = self._buffer, [], None
-        committed = self._commit(entries)
+        committed = self._transactions.settle_all(entries, self._buffer_gap)
         if not committed:
             return []
         delta = MetadataDelta(self._image)
@@ -1533,7 +1535,7 @@ class InvariantTracker:
     def feed_batch(self, entries: Iterable[LogEntry]) -> list[Violation]:
         """Replay and check one whole batch (closing any batch still buffered first)."""
         out = self.end_batch() if self._buffer else []
-        self._buffer = list(entries)
+        self._buffer, self._buffer_gap = list(entries), current_gap()
         return out + self.end_batch()
 
     def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> list[Violation]:
@@ -1572,33 +1574,6 @@ class InvariantTracker:
 
     # -- internals ------------------------------------------------------------------------------------------
 
-    def _commit(self, entries: Sequence[LogEntry]) -> list[LogEntry]:
-        """The entries that become visible now: outside transactions at once, a transaction's at its End, an
-        aborted one's never (``MetadataBatchLoader``, as ``Replayer``). An open transaction spans batches."""
-        out: list[LogEntry] = []
-        for entry in entries:
-            rec = entry.record
-            if isinstance(rec, BeginTransactionRecord):
-                if self._txn is not None:
-                    raise ReplayFault("BeginTransactionRecord inside an open transaction", record=rec,
-                                      offset=entry.offset, source=entry.source)
-                self._txn = [entry]
-            elif self._txn is not None:
-                if isinstance(rec, EndTransactionRecord):
-                    out.extend(self._txn)
-                    out.append(entry)
-                    self._txn = None
-                elif isinstance(rec, AbortTransactionRecord):
-                    out.append(entry)
-                    self._txn = None
-                else:
-                    self._txn.append(entry)
-            elif isinstance(rec, (EndTransactionRecord, AbortTransactionRecord)):
-                raise ReplayFault(f"{rec.TYPE_NAME} without a BeginTransactionRecord", record=rec,
-                                  offset=entry.offset, source=entry.source)
-            else:
-                out.append(entry)
-        return out
 
     def _check_touched(self, image: MetadataImage, entries: Sequence[LogEntry]) -> list[Violation]:
         if _changes_brokers_or_gate(entries):

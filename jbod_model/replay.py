@@ -22,6 +22,7 @@ from typing import Final
 
 from jbod_model.errors import InputError, ReplayFault
 from jbod_model.gaps import absorb as absorb_gap_consequence
+from jbod_model.gaps import current_gap
 from jbod_model.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -430,17 +431,30 @@ class Settled:
     aborted: tuple[LogEntry, ...] = ()
 
 
+#: What :meth:`TransactionBuffer.offer` is told of the skipped ranges when its caller does not say: ask the active
+#: collector (:func:`jbod_model.gaps.current_gap`) as the entry is offered.
+ASK: Final = object()
+#: The skipped range an open transaction began after, for a buffer resumed from stored entries: not known, so the
+#: first one it is told of stands for it (a gap since then was told to the buffer that stored them).
+_RESUMED: Final = object()
+
+
 class TransactionBuffer:
     """Kafka's ``MetadataBatchLoader`` transaction handling, written once for every replayer: records between
     Begin/EndTransactionRecord are held and released together at the end; an AbortTransactionRecord discards them
     (only the abort itself is replayed, to advance provenance past them). A Begin inside an open transaction, or an
-    End/Abort outside one, is a replay fault."""
+    End/Abort outside one, is a replay fault.
 
-    __slots__ = ("_open", "_pending")
+    Under policy ``skip`` a range skipped while a transaction is open may have held its end (:meth:`interrupt`):
+    the buffer notices one when the active collector's latest range (``gaps.current_gap``) is not the one the
+    transaction began after."""
+
+    __slots__ = ("_gap", "_open", "_pending")
 
     def __init__(self) -> None:
         self._pending: list[LogEntry] = []
         self._open = False
+        self._gap: object = None
 
     @property
     def open(self) -> bool:
@@ -452,21 +466,52 @@ class TransactionBuffer:
         """The entries of the open transaction (empty when none is open)."""
         return tuple(self._pending) if self._open else ()
 
-    def offer(self, entry: LogEntry) -> Settled | None:
-        """Take one entry; return what it settles, or None while a transaction stays open."""
+    def resumed(self) -> None:
+        """The open transaction was offered again from stored entries (a micro-batch's pending transaction): the
+        skipped range it began after is not known here, so the first one seen stands for it."""
+        if self._open:
+            self._gap = _RESUMED
+
+    def offer(self, entry: LogEntry, gap: object = ASK) -> Settled | None:
+        """Take one entry; return what it settles, or None while a transaction stays open. ``gap``: the latest
+        skipped range when the entry was read (:data:`ASK`: ask the active collector now) — a caller that buffers
+        entries before offering them says which range each was read after."""
+        interrupted: tuple[LogEntry, ...] = ()
         record = entry.record
-        if isinstance(record, BeginTransactionRecord):
-            dropped: tuple[LogEntry, ...] = ()
-            if self._open:
-                fault = ReplayFault("BeginTransactionRecord inside an open transaction", record=record,
-                                    offset=entry.offset, source=entry.source)
-                # Under policy skip the open transaction's end may have been in a skipped range: its outcome is
-                # unknown, so its records are dropped (as an abort would) and the new transaction begins.
-                if not absorb_gap_consequence(fault, self._pending[1:]):
-                    raise fault
-                dropped = self.drop()
-            self._open, self._pending = True, [entry]
-            return Settled((), aborted=dropped) if dropped else None
+        if self._open or isinstance(record, BeginTransactionRecord):
+            seen = current_gap() if gap is ASK else gap
+            if self._open and seen != self._gap:
+                if self._gap is _RESUMED or seen is None:
+                    self._gap = seen
+                else:
+                    interrupted = self.interrupt()
+            if isinstance(record, BeginTransactionRecord):
+                settled = self._begin(entry)
+                self._gap = seen
+                if not interrupted:
+                    return settled
+                return Settled((), aborted=interrupted + (settled.aborted if settled is not None else ()))
+        settled = self._offer(entry)
+        if interrupted:
+            return Settled(settled.apply if settled is not None else (),
+                           aborted=interrupted + (settled.aborted if settled is not None else ()))
+        return settled
+
+    def _begin(self, entry: LogEntry) -> Settled | None:
+        dropped: tuple[LogEntry, ...] = ()
+        if self._open:
+            fault = ReplayFault("BeginTransactionRecord inside an open transaction", record=entry.record,
+                                offset=entry.offset, source=entry.source)
+            # Under policy skip the open transaction's end may have been in a skipped range: its outcome is
+            # unknown, so its records are dropped (as an abort would) and the new transaction begins.
+            if not absorb_gap_consequence(fault, self._pending[1:]):
+                raise fault
+            dropped = self.drop()
+        self._open, self._pending = True, [entry]
+        return Settled((), aborted=dropped) if dropped else None
+
+    def _offer(self, entry: LogEntry) -> Settled | None:
+        record = entry.record
         if self._open:
             self._pending.append(entry)
             if isinstance(record, EndTransactionRecord):
@@ -482,6 +527,37 @@ class TransactionBuffer:
             if not absorb_gap_consequence(fault):
                 raise fault
         return Settled((entry,))
+
+    def interrupt(self) -> tuple[LogEntry, ...]:
+        """A range was skipped while a transaction was open (policy ``skip``): its End or Abort may have been in it,
+        so whether it committed is unknown. Its records read before the range are left out — a gap consequence
+        (``jbod_model.gaps``) at its BeginTransactionRecord, their partitions, topics and brokers unknown after it —
+        and the transaction is closed: the records after the range replay as they come, since nothing tells
+        whether they were part of it (an End or Abort still to come is then one without a Begin, which changes
+        nothing). Without it, every record after a lost End would wait for it forever, and the image would stay
+        silently at the transaction's start. Returns the entries left out (none when no transaction is open)."""
+        if not self._open:
+            return ()
+        begin = self._pending[0]
+        fault = ReplayFault(f"a range was skipped before its metadata transaction ended, so whether it committed "
+                            f"is unknown; its {len(self._pending) - 1} record(s) read before the range were left "
+                            "out", record=begin.record, offset=begin.offset, source=begin.source)
+        if not absorb_gap_consequence(fault, self._pending[1:]):
+            raise fault
+        return self.drop()
+
+    def settle_all(self, entries: Iterable[LogEntry], gap: object = ASK) -> list[LogEntry]:
+        """The entries that become visible now, of ``entries`` offered in order (a transaction still open spans
+        calls); ``gap`` as for :meth:`offer`, for all of them (one batch, read after one skipped range)."""
+        out: list[LogEntry] = []
+        for entry in entries:
+            if not self._open and not isinstance(entry.record, _TRANSACTION_RECORDS):
+                out.append(entry)  # settles as itself (offer's last case), without a Settled per record
+                continue
+            settled = self.offer(entry, gap)
+            if settled is not None:
+                out.extend(settled.apply)
+        return out
 
     def drop(self) -> tuple[LogEntry, ...]:
         """Close the open transaction and return its entries (``MetadataBatchLoader.resetToImage`` drops them when a

@@ -42,6 +42,7 @@ from typing import Final, Protocol, TypeVar
 from jbod_model.controller.context import ControllerConfig, ControllerContext
 from jbod_model.directory_id import MIGRATING, UNASSIGNED, DirectoryState, is_reserved
 from jbod_model.errors import InputError, ReplayFault
+from jbod_model.gaps import current_gap
 from jbod_model.image import (
     EMPTY_IMAGE,
     BrokerRegistration,
@@ -53,10 +54,7 @@ from jbod_model.meta_properties import DirInventoryRow
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     NO_LEADER,
-    AbortTransactionRecord,
-    BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
-    EndTransactionRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -66,7 +64,7 @@ from jbod_model.records.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from jbod_model.replay import MetadataDelta
+from jbod_model.replay import MetadataDelta, TransactionBuffer
 from jbod_model.replicas import OfflineReason, offline_reason
 from jbod_model.slots import gc_paused, slot_constructor
 from jbod_model.stream import RequestEntry, StreamEntry, StreamRunner
@@ -448,7 +446,10 @@ class BatchFeed(ABC):
     def __init__(self) -> None:
         self._buffer: list[LogEntry] = []
         self._buffer_base: int | None = None
-        self._txn: list[LogEntry] | None = None
+        self._transactions = TransactionBuffer()
+        # The latest skipped range when the buffered batch's first entry was read (policy skip): a
+        # transaction the batch leaves open is interrupted by a later one (TransactionBuffer.offer).
+        self._buffer_gap: str | None = None
 
     @property
     @abstractmethod
@@ -465,7 +466,7 @@ class BatchFeed(ABC):
         if self._buffer and (base is None or self._buffer_base is None or base != self._buffer_base):
             self.end_batch()
         if not self._buffer:
-            self._buffer_base = base
+            self._buffer_base, self._buffer_gap = base, current_gap()
         self._buffer.append(entry)
 
     def feed_all(self, entries: Iterable[LogEntry]) -> None:
@@ -478,14 +479,14 @@ class BatchFeed(ABC):
         """Take one whole batch (closing any batch still buffered first)."""
         self.end_batch()
         self._buffer = list(entries)
-        self._buffer_base = None
+        self._buffer_base, self._buffer_gap = None, current_gap()
         self.end_batch()
 
     def end_batch(self) -> None:
         """Replay and observe the buffered batch. Raises :class:`ReplayFault` (dropping the batch) when it
         cannot be replayed."""
         entries, self._buffer, self._buffer_base = self._buffer, [], None
-        committed = self._commit(entries)
+        committed = self._transactions.settle_all(entries, self._buffer_gap)
         if not committed:
             return
         delta = MetadataDelta(self.image)
@@ -496,32 +497,6 @@ class BatchFeed(ABC):
                 raise fault.located(offset=entry.offset, source=entry.source) from None
         self.observe_batch(committed, delta.apply())
 
-    def _commit(self, entries: Sequence[LogEntry]) -> list[LogEntry]:
-        """The entries that become visible now (``MetadataBatchLoader``); an open transaction spans batches."""
-        out: list[LogEntry] = []
-        for entry in entries:
-            rec = entry.record
-            if isinstance(rec, BeginTransactionRecord):
-                if self._txn is not None:
-                    raise ReplayFault("BeginTransactionRecord inside an open transaction", record=rec,
-                                      offset=entry.offset, source=entry.source)
-                self._txn = [entry]
-            elif self._txn is not None:
-                if isinstance(rec, EndTransactionRecord):
-                    out.extend(self._txn)
-                    out.append(entry)
-                    self._txn = None
-                elif isinstance(rec, AbortTransactionRecord):
-                    out.append(entry)  # advances provenance past the aborted records only
-                    self._txn = None
-                else:
-                    self._txn.append(entry)
-            elif isinstance(rec, (EndTransactionRecord, AbortTransactionRecord)):
-                raise ReplayFault(f"{rec.TYPE_NAME} without a BeginTransactionRecord", record=rec,
-                                  offset=entry.offset, source=entry.source)
-            else:
-                out.append(entry)
-        return out
 
 
 # -- the incident tracker ---------------------------------------------------------------------------------------

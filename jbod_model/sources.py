@@ -81,24 +81,32 @@ class LoadedInput:
     dump_readers: list[DumpLogReader] = field(default_factory=list)
     #: Records left out of the replay as consequences of what was skipped (replay inside :meth:`replaying`).
     consequences: GapConsequences = field(init=False)
+    #: :meth:`latest_gap`'s answer and the counts it was made for: it is asked once a batch (and once a record
+    #: inside a metadata transaction), and a dump text's problems are a walk of all its items.
+    _latest: tuple[tuple[int, int, int], str | None] = field(init=False, default=((0, 0, 0), None), repr=False)
+    _dump_problems: dict[int, list[str]] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.consequences = GapConsequences(self.latest_gap)
 
     def _ranges(self) -> list[str]:
         out = [str(s) for s in self.report.skipped] + [str(m) for m in self.report.missing]
-        for reader in self.dump_readers:
-            out += [str(p) for p in reader.report().problems]
+        for i, reader in enumerate(self.dump_readers):
+            if i not in self._dump_problems:
+                # A dump text is parsed whole (DumpLogReader._parse), so its problems are known once and for all.
+                self._dump_problems[i] = [str(p) for p in reader.report().problems]
+            out += self._dump_problems[i]
         return out
 
     def latest_gap(self) -> str | None:
         """The ranges skipped so far, in words (None: nothing yet) — what a fault while replaying the entries read
         so far may be a consequence of."""
-        ranges = self._ranges()
-        if not ranges:
-            return None
-        earlier = f" (or one of the {len(ranges) - 1} skipped before it)" if len(ranges) > 1 else ""
-        return f"the skipped range ({ranges[-1]}){earlier}"
+        counts = (len(self.report.skipped), len(self.report.missing), len(self.dump_readers))
+        if counts != self._latest[0]:
+            ranges = self._ranges()
+            earlier = f" (or one of the {len(ranges) - 1} skipped before it)" if len(ranges) > 1 else ""
+            self._latest = counts, f"the skipped range ({ranges[-1]}){earlier}" if ranges else None
+        return self._latest[1]
 
     def replaying(self) -> AbstractContextManager[GapConsequences]:
         """Replay the entries inside this block: a record that faults after a skipped range is left out and kept

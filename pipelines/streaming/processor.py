@@ -807,6 +807,9 @@ def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
                 if bucket == 0:
                     sink.skipped(row)  # every bucket learns of the gap; bucket 0 writes its row
                 last_gap = str(row[MESSAGE])
+                interrupted = replayer.interrupt_transaction()
+                if interrupted is not None:
+                    sink.step(interrupted)
                 continue
             if kind == "snapshot":
                 snapshot.append(_log_entry(row, cluster_id))

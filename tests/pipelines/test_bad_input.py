@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from jbod_model.errors import DecodeError
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import TopicRecord
+from jbod_model.records.metadata import BeginTransactionRecord, EndTransactionRecord, TopicRecord
 from jbod_model.replay import replay_entries
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.simulator.output import write_jsonl_file, write_metadata_dir
@@ -290,3 +290,23 @@ def test_the_operator_leaves_out_the_consequences_of_a_gap_and_goes_on() -> None
     # Without a gap before it, the same fault halts the cluster, as the CLI stops with exit 4.
     rows, meta = _operator_rows(kept, None, at + 1)
     assert [r["table"] for r in rows] == ["replay_faults"] and meta.get()[3] is not None
+
+
+TRANSACTIONS = churn_log(ChurnSpec(seed=11, operations=60))  # four Begin/End pairs
+
+
+@pytest.mark.parametrize("after_gap", [0, 1], ids=["gap-opens-the-next-batch", "gap-ends-its-batch"])
+def test_the_operator_closes_a_transaction_whose_end_was_in_a_skipped_range(after_gap: int) -> None:
+    """As the model does (``TransactionBuffer.interrupt``): at the ``gap`` row the open transaction is left out
+    — a consequence at its Begin — and every record after the range replays; nothing stays pending behind an End
+    that never comes, also when the gap is the last row of a micro-batch and the transaction was stored with it."""
+    at = [i for i, e in enumerate(TRANSACTIONS) if isinstance(e.record, EndTransactionRecord)][-1]
+    begin = max(e.offset for e in TRANSACTIONS[:at] if isinstance(e.record, BeginTransactionRecord))
+    kept = TRANSACTIONS[:at] + TRANSACTIONS[at + 1:]
+    rows, meta = _operator_rows(kept, at, at + after_gap)
+    assert not [r for r in rows if r["table"] == "replay_faults"]
+    [consequence] = [r for r in rows if r["table"] == "log_gaps" and r["dropped_records"] == 1]
+    assert consequence["first_missing_offset"] == begin
+    assert "BEGIN_TRANSACTION_RECORD" in str(consequence["message"])
+    last_offset, pending, _controller, halted = meta.get()[:4]
+    assert (last_offset, pending, halted) == (TRANSACTIONS[-1].offset, None, None)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from jbod_model.gaps import touched_entities
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import TopicRecord
+from jbod_model.records.metadata import BeginTransactionRecord, EndTransactionRecord, TopicRecord
 from jbod_model.replay import replay_entries
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.sources import open_inputs
@@ -37,10 +37,11 @@ def _segment(tmp_path: Path) -> Path:
     return path
 
 
-def _flip_batch_holding(segment: Path, record_type: type) -> tuple[int, int]:
-    """Corrupt (one byte, so its CRC fails) the first batch holding a record of ``record_type``; its offsets."""
-    for batch in iter_batches(segment):
-        if any(isinstance(e.record, record_type) for e in batch.entries):
+def _flip_batch_holding(segment: Path, record_type: type, nth: int = 0) -> tuple[int, int]:
+    """Corrupt (one byte, so its CRC fails) the ``nth`` batch holding a record of ``record_type``; its offsets."""
+    holding = (b for b in iter_batches(segment) if any(isinstance(e.record, record_type) for e in b.entries))
+    for i, batch in enumerate(holding):
+        if i == nth:
             h = batch.header
             data = bytearray(segment.read_bytes())
             data[h.position + h.size - 1] ^= 0xFF
@@ -84,6 +85,40 @@ def test_a_record_that_needs_a_skipped_topic_is_a_consequence_under_skip_and_a_f
 
     code, _doc, stderr = _image(segment, "fail")
     assert code == EXIT_DECODE and "Record batch is corrupt" in stderr
+
+
+@pytest.mark.parametrize("nth", range(sum(isinstance(e.record, EndTransactionRecord) for e in ENTRIES)))
+def test_a_transaction_whose_end_was_skipped_is_a_consequence_and_every_record_after_it_replays(
+        tmp_path: Path, nth: int) -> None:
+    """The End lost, the transaction's outcome is unknown: its records are left out (a consequence at its Begin,
+    their entities unknown) and the replay goes on with every record after the range — not held forever behind an
+    End that never comes (which left the image silently at the transaction's start)."""
+    segment = _segment(tmp_path)
+    first, last = _flip_batch_holding(segment, EndTransactionRecord, nth)
+    lost = [e for e in ENTRIES if first <= e.offset <= last]
+    begin = max(e.offset for e in ENTRIES if isinstance(e.record, BeginTransactionRecord) and e.offset < first)
+
+    code, doc, stderr = _image(segment, "skip")
+    assert code == 0, stderr
+    assert doc is not None and doc["lastOffset"] == ENTRIES[-1].offset
+    consequences = doc["gapConsequences"]
+    assert isinstance(consequences, list)
+    assert {"offset": begin, "type": "BEGIN_TRANSACTION_RECORD"}.items() <= consequences[0].items()
+    assert "whether it committed is unknown" in stderr
+    # The transaction's records and the lost batch's are left out; every other record replays as in a clean log.
+    held = [e for e in ENTRIES if begin <= e.offset < first]
+    clean = replay_entries(e for e in ENTRIES if not begin <= e.offset <= last)
+    unknown = {_entity_str(u) for u in doc.get("unknown", [])} | _entities_of(lost)
+    assert unknown >= _entities_of(held)
+    want = {(p["topicId"], p["partitionId"]): p for p in _partitions(clean)}
+    got = {(p["topicId"], p["partitionId"]): p for p in doc["partitions"]}  # type: ignore[union-attr]
+    for key, part in want.items():
+        if f"partition {key[0]}:{key[1]}" not in unknown and f"topic {key[0]}" not in unknown:
+            assert got.get(key) == part, key
+
+    report = cli.invoke(app, ["report", str(segment), "--json", "--policy", "skip"])
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["gapConsequences"] == consequences
 
 
 def test_without_a_skipped_range_a_fault_still_stops_the_replay_under_skip(tmp_path: Path) -> None:

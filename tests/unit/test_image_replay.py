@@ -12,6 +12,7 @@ import pytest
 
 from jbod_model.directory_id import LOST, MIGRATING, UNASSIGNED, DirectoryState, is_online
 from jbod_model.errors import ReplayFault
+from jbod_model.gaps import GapConsequences
 from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
@@ -35,7 +36,7 @@ from jbod_model.records.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from jbod_model.replay import MetadataDelta, Replayer, replay_records
+from jbod_model.replay import MetadataDelta, Replayer, TransactionBuffer, replay_records
 from jbod_model.replicas import OfflineReason, offline_replicas, partition_replicas, replica_view
 from jbod_model.uuid import Uuid
 
@@ -491,6 +492,63 @@ class TestTransactions:
         bad = part([1, 2], [D1])
         records: list[Record] = [fl(), rbr(1, D1), BeginTransactionRecord(), topic(), bad, EndTransactionRecord()]
         assert_names(replay_fault(records), 4, bad)
+
+
+class TestTransactionsAcrossASkippedRange:
+    """Policy ``skip``: a range skipped while a transaction is open may have held its end (``TransactionBuffer.
+    interrupt``). ``gaps`` stands for the reader: the latest range it skipped, as ``LoadedInput.latest_gap`` says."""
+
+    def _replay(self, records: Sequence[Record], gap_before: dict[int, str]) -> tuple[Replayer, GapConsequences]:
+        latest: list[str | None] = [None]
+        gaps = GapConsequences(lambda: latest[0])
+        replayer = Replayer()
+        with gaps.active():
+            for entry in _entries(records):
+                latest[0] = gap_before.get(entry.offset, latest[0])
+                replayer.replay(entry)
+        return replayer, gaps
+
+    def test_a_transaction_whose_end_was_skipped_is_left_out_and_the_records_after_it_replay(self) -> None:
+        # Offsets: 0 fl, 1 rbr, 2 Begin, 3 topic, [the End at 4 lost], 4 topic T2 (after the range), 5 its partition.
+        records: list[Record] = [fl(), rbr(1, D1), BeginTransactionRecord(name="t"), topic(),
+                                 topic("bar", T2), part([1], [D1], tid=T2)]
+        replayer, gaps = self._replay(records, {4: "the skipped range (offset 4)"})
+        assert not replayer.in_transaction
+        image = replayer.image
+        assert set(image.topics.by_id) == {T2} and image.last_offset == 5
+        [consequence] = gaps.consequences
+        assert (consequence.offset, consequence.record_type) == (2, "BEGIN_TRANSACTION_RECORD")
+        assert "whether it committed is unknown" in consequence.reason
+        assert [str(e) for e in consequence.entities] == [f"topic {T1}"]
+
+    def test_an_end_after_the_range_changes_nothing_and_a_range_before_the_begin_interrupts_nothing(self) -> None:
+        records: list[Record] = [fl(), rbr(1, D1), BeginTransactionRecord(), topic(), EndTransactionRecord(),
+                                 NoOpRecord()]
+        replayer, gaps = self._replay(records, {2: "the skipped range (offset 2)"})
+        assert T1 in replayer.image.topics.by_id and not gaps.consequences  # the range came before the Begin
+        replayer, gaps = self._replay(records, {4: "the skipped range (offset 4)"})
+        assert replayer.image.topics.by_id == {} and replayer.image.last_offset == 5
+        assert [(c.offset, c.record_type) for c in gaps.consequences] == [
+            (2, "BEGIN_TRANSACTION_RECORD"), (4, "END_TRANSACTION_RECORD")]
+
+    def test_a_resumed_transaction_is_interrupted_only_by_a_range_after_it_was_stored(self) -> None:
+        """A micro-batch resumes its stored open transaction: the range its collector already knows of is not a
+        new one; only a range told after that interrupts it."""
+        buffer = TransactionBuffer()
+        begin, pending = LogEntry(offset=2, record=BeginTransactionRecord()), LogEntry(offset=3, record=topic())
+        assert buffer.offer(begin) is None and buffer.offer(pending) is None  # no collector: nothing known
+        buffer.resumed()
+        latest: list[str | None] = ["the skipped range (offset 1)"]
+        with GapConsequences(lambda: latest[0]).active():
+            assert buffer.offer(LogEntry(offset=4, record=NoOpRecord())) is None and buffer.open
+            latest[0] = "the skipped range (offset 5)"
+            settled = buffer.offer(LogEntry(offset=6, record=NoOpRecord()))
+        assert settled is not None and not buffer.open
+        assert [e.offset for e in settled.apply] == [6] and [e.offset for e in settled.aborted] == [2, 3, 4]
+
+    def test_without_a_collector_nothing_is_interrupted(self) -> None:
+        records: list[Record] = [fl(), rbr(1, D1), BeginTransactionRecord(), topic(), EndTransactionRecord()]
+        assert T1 in replay_records(records).topics.by_id
 
 
 # -------------------------------------------------------------------------------------------------------------
