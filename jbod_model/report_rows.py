@@ -79,13 +79,17 @@ class ObservedBatch:
 
 
 def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps: Sequence[int | None],
-                     types: Sequence[str]) -> list[ObservedBatch]:
+                     types: Sequence[str], applied: Sequence[int | None] | None = None) -> list[ObservedBatch]:
     """The batches a :class:`~jbod_model.report.BatchFeed` observes, in log order, from the ``records`` table's
     columns (the records' offsets, batch base offsets, batch times in ms, ``TYPE_NAME``s; offset order). Batches
     are grouped as ``BatchFeed.feed`` groups them (by batch base offset; a row without one is a batch of its own)
     and committed as ``BatchFeed._commit`` commits them (a transaction's records at its EndTransactionRecord, ahead
     of it; an aborted one's never — only the AbortTransactionRecord itself); a batch that commits nothing is not
     observed. The rows hold no fault a replay would raise on (the job stopped before those, ``replay_faults``).
+    ``applied`` (the ``applied_offset`` column; None: not known) leaves out the rows that never took effect: under
+    policy ``skip`` a transaction a skipped range interrupted (``TransactionBuffer.interrupt``), its Begin included,
+    is such rows, and the records after the range are the feed's outside any transaction — as are an aborted
+    transaction's, whose Abort then commits alone, as it does anyway.
 
     One pass keeping, per batch, only its last committed offset and two times (a log has millions of rows)."""
     out: list[ObservedBatch] = []
@@ -99,7 +103,10 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
     in_txn = False
     txn_first: int | None = None
     txn_last: int | None = None
-    for offset, row_base, ts, kind in zip(offsets, bases, stamps, types, strict=True):
+    rows = zip(offsets, bases, stamps, types, strict=True)
+    if applied is not None:
+        rows = (row for row, at in zip(rows, applied, strict=True) if at is not None)  # type: ignore[assignment]
+    for offset, row_base, ts, kind in rows:
         if started and (row_base is None or base is None or row_base != base):
             if committed:
                 out.append(ObservedBatch(last_offset, first_ts, last_ts))

@@ -1127,11 +1127,11 @@ def _log_after_snapshot(tables_dir: str | Path, cluster: str, as_of_offset: int 
 
 def log_positions(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> tuple[int | None, pa.Table]:
     """What batching needs of the records :func:`log_entries` gives (no ``data`` read or decoded): the snapshot's
-    offset (None: none) and the records after it as ``offset``, ``batch_base_offset``, ``timestamp`` (ms) and
-    ``type``, in offset order."""
+    offset (None: none) and the records after it as ``offset``, ``batch_base_offset``, ``timestamp`` (ms), ``type``
+    and ``applied_offset``, in offset order."""
     snapshot, after = _log_after_snapshot(tables_dir, cluster, as_of_offset)
-    rows = query(tables_dir, "records", 'SELECT "offset", batch_base_offset, timestamp, type FROM t WHERE '
-                                        f'cluster_id = {_lit(cluster)} AND {after} ORDER BY "offset"')
+    rows = query(tables_dir, "records", 'SELECT "offset", batch_base_offset, timestamp, type, applied_offset FROM t '
+                                        f'WHERE cluster_id = {_lit(cluster)} AND {after} ORDER BY "offset"')
     stamps = pc.divide(rows.column("timestamp").cast(pa.int64()), 1000)
     return snapshot, rows.set_column(rows.schema.get_field_index("timestamp"), "timestamp", stamps)
 

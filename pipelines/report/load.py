@@ -645,7 +645,8 @@ def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -
 
     snapshot, positions = log_positions(tables, cluster, as_of_offset)
     observed = Observed(snapshot, observed_batches(
-        *(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type"))))
+        *(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type",
+                                                    "applied_offset"))))
     del positions
     _release_arrow()
     return observed

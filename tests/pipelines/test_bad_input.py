@@ -256,8 +256,9 @@ def test_a_torn_last_jsonl_line_fails_or_is_skipped_in_run_as_in_report(tmp_path
 # Item 12 in the Spark operator: a record that needs what a gap held is its consequence, across micro-batches
 
 
-def _operator_rows(entries: list[LogEntry], gap_at: int | None,
-                   cut: int) -> tuple[list[dict[str, object]], FakeValueState]:
+def _operator_rows(entries: list[LogEntry], gap_at: int | None, cut: int,
+                   tables: tuple[str, ...] = ("log_gaps", "replay_faults")) -> tuple[list[dict[str, object]],
+                                                                                 FakeValueState]:
     """Feed ``entries`` to the operator in two micro-batches split at ``cut``, with a ``gap`` row where offset
     ``gap_at`` (left out of ``entries``) was; its log_gaps and replay_faults rows, and the meta state."""
     rows = [dataclasses.asdict(entry_to_row("c", "record", e.offset, e)) for e in entries]
@@ -270,7 +271,7 @@ def _operator_rows(entries: list[LogEntry], gap_at: int | None,
     out = []
     for part in (rows[:cut], rows[cut:]):
         batch = replay_batch("c", pd.DataFrame(part), meta, maps, gap_state)  # type: ignore[arg-type]
-        found = [{"table": name, **row} for name in ("log_gaps", "replay_faults") if name in batch
+        found = [{"table": name, **row} for name in tables if name in batch
                  for row in batch[name].to_pylist()]
         out += sorted(found, key=lambda r: r["ord"])
     return out, meta
@@ -303,8 +304,11 @@ def test_the_operator_closes_a_transaction_whose_end_was_in_a_skipped_range(afte
     at = [i for i, e in enumerate(TRANSACTIONS) if isinstance(e.record, EndTransactionRecord)][-1]
     begin = max(e.offset for e in TRANSACTIONS[:at] if isinstance(e.record, BeginTransactionRecord))
     kept = TRANSACTIONS[:at] + TRANSACTIONS[at + 1:]
-    rows, meta = _operator_rows(kept, at, at + after_gap)
+    rows, meta = _operator_rows(kept, at, at + after_gap, ("log_gaps", "replay_faults", "records"))
     assert not [r for r in rows if r["table"] == "replay_faults"]
+    # The transaction's rows never took effect (what jbod report --tables batches by); every other row did.
+    never = {r["offset"] for r in rows if r["table"] == "records" and r["applied_offset"] is None}
+    assert never == set(range(begin, at))
     [consequence] = [r for r in rows if r["table"] == "log_gaps" and r["dropped_records"] == 1]
     assert consequence["first_missing_offset"] == begin
     assert "BEGIN_TRANSACTION_RECORD" in str(consequence["message"])

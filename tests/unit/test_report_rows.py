@@ -4,12 +4,18 @@ tests/properties/test_report_rows_properties.py check them against the replay on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from jbod_model.directory_id import UNASSIGNED
 from jbod_model.errors import InputError
+from jbod_model.gaps import GapConsequences
+from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.metadata_version import IBP_3_7_IV2
-from jbod_model.report import LogPosition
+from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import BeginTransactionRecord, NoOpRecord
+from jbod_model.report import BatchFeed, LogPosition
 from jbod_model.report_rows import (
     BrokerVersion,
     LeaderlessVersion,
@@ -107,6 +113,45 @@ def test_missing_partition_records_are_an_input_error() -> None:
 
 
 # -- observed_batches -------------------------------------------------------------------------------------------
+
+
+def test_rows_that_never_took_effect_are_left_out_as_the_feed_never_commits_them() -> None:
+    """Policy ``skip``: the End of the transaction begun at 0 was in a skipped range (offset 2), so the job left the
+    Begin and its record out (``applied_offset`` null) and replayed the records after the range as they came. The
+    feed observes exactly those; by types alone the transaction would never end and nothing after it be observed."""
+    offsets, bases, stamps = [0, 1, 3, 4], [0, 0, 3, 4], [1000, 1000, 3000, 4000]
+    types = ["BEGIN_TRANSACTION_RECORD", "NO_OP_RECORD", "NO_OP_RECORD", "NO_OP_RECORD"]
+    latest: list[str | None] = [None]
+    feed = _Observing()
+    with GapConsequences(lambda: latest[0]).active():
+        for offset, base, ts, kind in zip(offsets, bases, stamps, types, strict=True):
+            latest[0] = "the skipped range (offset 2)" if offset > 2 else None
+            feed.feed(LogEntry(offset=offset, batch_base_offset=base, timestamp=ts, record=_RECORDS[kind]))
+        feed.end_batch()
+    want = [ObservedBatch(3, 3000, 3000), ObservedBatch(4, 4000, 4000)]
+    assert feed.seen == want
+    assert observed_batches(offsets, bases, stamps, types, [None, None, 3, 4]) == want
+    assert observed_batches(offsets, bases, stamps, types) == []
+
+
+_RECORDS = {"BEGIN_TRANSACTION_RECORD": BeginTransactionRecord(), "NO_OP_RECORD": NoOpRecord()}
+
+
+class _Observing(BatchFeed):
+    """A feed that replays nothing (the records above change no state) and keeps each observed batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[ObservedBatch] = []
+
+    @property
+    def image(self) -> MetadataImage:
+        return EMPTY_IMAGE
+
+    def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> None:
+        stamps = [e.timestamp for e in entries if e.timestamp is not None]
+        self.seen.append(ObservedBatch(entries[-1].offset, stamps[0] if stamps else None,
+                                       stamps[-1] if stamps else None))
 
 
 def test_a_committed_transaction_gives_its_batch_its_first_time() -> None:
