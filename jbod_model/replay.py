@@ -482,7 +482,7 @@ class TransactionBuffer:
             seen = current_gap() if gap is ASK else gap
             if self._open and seen != self._gap:
                 if self._gap is _RESUMED or seen is None:
-                    self._gap = seen
+                    self._gap = seen  # resumed, or no collector active now: nothing says a range came since
                 else:
                     interrupted = self.interrupt()
             if isinstance(record, BeginTransactionRecord):
