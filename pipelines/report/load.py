@@ -646,9 +646,11 @@ def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -
     snapshot, positions = log_positions(tables, cluster, as_of_offset)
     applied = positions.column("applied_offset")
     # Most logs have no row that never took effect (an aborted or interrupted transaction's): then none is looked at.
-    observed = Observed(snapshot, observed_batches(
-        *(positions.column(c).to_pylist() for c in ("offset", "batch_base_offset", "timestamp", "type")),
-        applied.to_pylist() if applied.null_count else None))
+    offsets, bases, stamps, types = (positions.column(c).to_pylist()
+                                     for c in ("offset", "batch_base_offset", "timestamp", "type"))
+    observed = Observed(snapshot, observed_batches(offsets, bases, stamps, types,
+                                                   applied.to_pylist() if applied.null_count else None))
+    del offsets, bases, stamps, types
     del positions
     _release_arrow()
     return observed
