@@ -199,3 +199,9 @@ def resolve_config(profile: str | Path | None = None, cli: Mapping[str, Any] | N
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
         raise InputError(f"Invalid configuration (profile {chosen!s}): {problems}") from None
+
+
+def available_cores() -> int:
+    """The cores this process may run on: what the commands that spread their work over processes use by default
+    (the fleet's reports, the check's frames)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

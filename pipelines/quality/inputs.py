@@ -37,6 +37,7 @@ class TableSet:
         self.cluster_id = cluster_id
         self.tables_dir = None if tables_dir is None else Path(tables_dir)
         self._frames: dict[str, pd.DataFrame] = dict(frames or {})
+        self._injected = bool(frames)
 
     def table(self, name: str) -> pd.DataFrame:
         """The cluster's rows of ``name``. Read lazily, ``records`` leaves out its NoOpRecords (> 95 % of a real log;
@@ -59,7 +60,8 @@ class TableSet:
     def clock(self) -> tuple[int, int | None]:
         """The cluster's "now": the last offset that took effect, and its append time in ms (None without times).
         The I9/I12 thresholds are measured against it, as the model's tracker measures them."""
-        if "records" in self._frames or self.tables_dir is None:
+        # Given records (whole: load_all, with_tables) are the log; records read by table() lack the NoOpRecords.
+        if self.tables_dir is None or (self._injected and "records" in self._frames):
             recs = self._frames.get("records", pd.DataFrame(columns=["offset", "applied_offset", "timestamp"]))
         else:
             recs = read_delta(self.tables_dir / "records", [("cluster_id", "=", self.cluster_id)],
@@ -70,6 +72,20 @@ class TableSet:
         ms = to_ms(applied["timestamp"]).dropna()
         return int(applied["offset"].max()), (int(ms.max()) if not ms.empty else None)
 
+    def record_rows(self) -> int:
+        """How many rows :meth:`table` gives of ``records`` (NoOpRecords left out), without reading them all."""
+        if "records" in self._frames or self.tables_dir is None:
+            return len(self.table("records"))
+        read = read_delta(self.tables_dir / "records", [("cluster_id", "=", self.cluster_id),
+                                                        ("type", "<>", "NO_OP_RECORD")], columns=["offset"])
+        return int(read.num_rows)
+
+    @property
+    def injected(self) -> bool:
+        """Whether some table was given rather than read (:meth:`with_tables`, :meth:`load_all`): another process
+        reading the directory would not see it."""
+        return self._injected
+
     def with_tables(self, **tables: pd.DataFrame) -> TableSet:
         """A copy with some tables replaced (every other table read as before)."""
         return TableSet(self.cluster_id, self.tables_dir, {**self._frames, **tables})
@@ -77,6 +93,7 @@ class TableSet:
     def load_all(self, names: Sequence[str]) -> TableSet:
         """Read ``names`` now, ``records`` whole (NoOps too, so the clock stays the log's after edits): for tests
         that edit tables before checking them."""
+        self._injected = True  # the caller may edit them
         for name in names:
             if name == "records" and self.tables_dir is not None and name not in self._frames:
                 self._frames[name] = read_delta(self.tables_dir / name,

@@ -13,7 +13,7 @@ from typing import Any
 from jbod_model import invariants as inv
 from jbod_model.errors import InputError
 from jbod_model.slots import gc_paused
-from pipelines.config.profiles import SUITE_NAMES, QualitySettings
+from pipelines.config.profiles import SUITE_NAMES, QualitySettings, available_cores
 from pipelines.lakehouse.tables import clusters
 from pipelines.quality.expectations import Check
 from pipelines.quality.gx import ENGINES, GxRunner, to_result
@@ -33,8 +33,10 @@ def _run_name(run_id: str, cluster_id: str) -> str:
 
 def check_cluster(tables: TableSet, runner: GxRunner, *, suites: Sequence[str] = SUITE_NAMES,
                   settings: QualitySettings | None = None, inputs: ExternalInputs = ExternalInputs(),
-                  run_name: str | None = None, run_time: datetime | None = None) -> list[CheckResult]:
-    """Every expectation of ``suites`` on one cluster's tables, in :data:`CHECKS` order, then the skips."""
+                  run_name: str | None = None, run_time: datetime | None = None,
+                  workers: int = 1) -> list[CheckResult]:
+    """Every expectation of ``suites`` on one cluster's tables, in :data:`CHECKS` order, then the skips. ``workers``:
+    the processes its frames may be built in (:func:`~pipelines.quality.suites.build_frames`)."""
     settings = settings or QualitySettings()
     checks = checks_for(suites)
     run_time = run_time or datetime.now(UTC)
@@ -43,7 +45,7 @@ def check_cluster(tables: TableSet, runner: GxRunner, *, suites: Sequence[str] =
     # stay alive; the collector's passes walked them again and again — a third of the check's CPU at 200 k
     # partitions (docs/data-quality.md). Reference counting frees them; the frames themselves hold no cycles.
     with gc_paused():
-        frames = build_frames(tables, checks, settings, inputs)
+        frames = build_frames(tables, checks, settings, inputs, workers=workers)
     results: dict[str, CheckResult] = {}
     groups: dict[tuple[str, str], list[Check]] = {}
     for c in checks:
@@ -69,10 +71,11 @@ def check_cluster(tables: TableSet, runner: GxRunner, *, suites: Sequence[str] =
 def run_checks(tables_dir: str | Path, *, cluster: str | None = None, suites: Sequence[str] | None = None,
                settings: QualitySettings | None = None, engine: str = "pandas",
                inputs: ExternalInputs = ExternalInputs(), spark: Any = None, write: bool = True,
-               docs: bool = True) -> QualityRun:
+               docs: bool = True, workers: int | None = None) -> QualityRun:
     """Check one cluster (or every cluster) of the tables under ``tables_dir``: run the suites (default: the
     settings' ``suites``), append the results to ``dq_results`` (``write``) and build the data docs under
-    ``<tables>/_dq/data_docs`` (``docs``). ``spark`` is the session for ``engine="spark"`` (the caller owns it)."""
+    ``<tables>/_dq/data_docs`` (``docs``). ``spark`` is the session for ``engine="spark"`` (the caller owns it).
+    ``workers``: the processes a cluster's frames may be built in (None: one per core this process may use)."""
     started = time.monotonic()
     settings = settings or QualitySettings()
     root = Path(tables_dir)
@@ -93,7 +96,8 @@ def run_checks(tables_dir: str | Path, *, cluster: str | None = None, suites: Se
                       spark=spark)
     for cid in targets:
         run.results += check_cluster(TableSet(cid, root), runner, suites=chosen, settings=settings, inputs=inputs,
-                                     run_name=_run_name(run.run_id, cid), run_time=run.run_time)
+                                     run_name=_run_name(run.run_id, cid), run_time=run.run_time,
+                                     workers=available_cores() if workers is None else workers)
     if docs:
         run.data_docs = runner.build_docs()
     if write:

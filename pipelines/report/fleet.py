@@ -11,7 +11,6 @@ caller never holds more than one cluster's report at a time, whatever the fleet'
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import Literal
 from jbod_model.errors import InputError
 from jbod_model.records.json_codec import dumps_without_floats
 from jbod_model.report import DirectoryPaths, JbodReport, build_report
+from pipelines.config.profiles import available_cores
 from pipelines.report.load import cluster_from_tables, directory_paths_for
 from pipelines.report.render import FleetRow, render_html, report_to_json, worst_first, write_html
 
@@ -107,7 +107,7 @@ def report_cluster(job: FleetJob, cluster: str, index: int) -> ClusterOutcome:
 
 def default_jobs() -> int:
     """Clusters reported at once by default: one per core this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return available_cores()
 
 
 @contextmanager

@@ -10,6 +10,7 @@ recomputes the derived rows with the model, as the job would have — so the inj
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 from collections import Counter
@@ -68,11 +69,13 @@ from pipelines.quality import (
     ExternalInputs,
     GxRunner,
     TableSet,
+    build_frames,
     check_cluster,
     checks_for,
     column_of,
 )
 from pipelines.quality.frames import Build
+from pipelines.quality.suites import frames_apart
 
 ORDERS = "KfaKMz6vRniukx00uvRwwA"
 PAYMENTS = "jVaGuYd1RguOT2X2Imx41g"
@@ -691,6 +694,36 @@ def test_the_frames_are_built_with_the_collector_paused(runner: GxRunner, tmp_pa
     assert gc.isenabled()
     assert seen and not any(seen)
     assert failed(results) == set()
+
+
+def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: Path) -> None:
+    """With two cores and a large log, the records' and the log suite's frames are built in a second process while
+    this one builds the others (``build_frames(workers=2)``): every frame is what one process builds. Not vacuous:
+    the log holds an I10 violation (a PartitionRecord v0, without Directories, at metadata.version 3.9)."""
+    log = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=0, directories=()))
+           if e.offset == 13 else e for e in demo_log()]
+    write_lakehouse(tmp_path, "i10", log)
+    checks = checks_for(SUITE_NAMES)
+    tables = TableSet("i10", tmp_path)
+    names = list(dict.fromkeys(c.frame for c in checks))
+    assert frames_apart(tables, names, workers=2, apart_from_records=0) == ["records", "log_violations"]
+    here = build_frames(TableSet("i10", tmp_path), checks)
+    apart = build_frames(TableSet("i10", tmp_path), checks, workers=2, apart_from_records=0)
+    assert list(apart) == list(here)
+    for name, frame in here.items():
+        pd.testing.assert_frame_equal(apart[name].data, frame.data)
+        assert dataclasses.replace(apart[name], data=None) == dataclasses.replace(frame, data=None)  # type: ignore[arg-type]
+    assert here["log_violations"].data["invariant"].tolist() == ["I10"]
+
+
+def test_the_frames_are_built_in_one_process_where_a_second_would_not_pay_or_could_not_see_them(
+        demo: Path) -> None:
+    names = list(dict.fromkeys(c.frame for c in checks_for(SUITE_NAMES)))
+    assert frames_apart(TableSet(DEMO_CLUSTER, demo), names, workers=1, apart_from_records=0) == []
+    assert frames_apart(TableSet(DEMO_CLUSTER, demo), names, workers=2) == []  # 33 records: not worth a process
+    assert frames_apart(TableSet(DEMO_CLUSTER, demo), ["records", "log_violations"], workers=2,
+                        apart_from_records=0) == []  # nothing left to build here
+    assert frames_apart(clean(demo), names, workers=2, apart_from_records=0) == []  # edited tables: only here
 
 
 # -------------------------------------------------------------------------------------------------------------
