@@ -70,6 +70,9 @@ class QualitySettings(_Strict):
     pending_placement_max_ms: int = Field(default=600_000, ge=1)
     engine: str = Field(default="pandas", pattern="^(pandas|spark)$")
     sample_rows: int = Field(default=20, ge=1, le=1000)
+    #: Processes a large cluster's frames are built in (None: one per core; 1 keeps a small driver's memory to one
+    #: process — two hold ≈ 1.4× one's peak, docs/data-quality.md).
+    workers: int | None = Field(default=None, ge=1)
 
 
 #: Delta's default ``delta.deletedFileRetentionDuration`` (7 days): vacuum keeps removed files at least this long.

@@ -75,7 +75,8 @@ def run_checks(tables_dir: str | Path, *, cluster: str | None = None, suites: Se
     """Check one cluster (or every cluster) of the tables under ``tables_dir``: run the suites (default: the
     settings' ``suites``), append the results to ``dq_results`` (``write``) and build the data docs under
     ``<tables>/_dq/data_docs`` (``docs``). ``spark`` is the session for ``engine="spark"`` (the caller owns it).
-    ``workers``: the processes a cluster's frames may be built in (None: one per core this process may use)."""
+    ``workers``: the processes a cluster's frames may be built in (None: the settings' ``workers``, else one per core
+    this process may use)."""
     started = time.monotonic()
     settings = settings or QualitySettings()
     root = Path(tables_dir)
@@ -97,7 +98,7 @@ def run_checks(tables_dir: str | Path, *, cluster: str | None = None, suites: Se
     for cid in targets:
         run.results += check_cluster(TableSet(cid, root), runner, suites=chosen, settings=settings, inputs=inputs,
                                      run_name=_run_name(run.run_id, cid), run_time=run.run_time,
-                                     workers=available_cores() if workers is None else workers)
+                                     workers=workers or settings.workers or available_cores())
     if docs:
         run.data_docs = runner.build_docs()
     if write:

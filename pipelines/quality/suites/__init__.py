@@ -7,14 +7,13 @@ docs/data-quality.md lists every expectation.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from jbod_model.errors import InputError
 from jbod_model.slots import gc_paused
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
+from pipelines.quality.apart import Apart
 from pipelines.quality.expectations import Check, Skip
 from pipelines.quality.frames import Build, Frame, FrameBuilder
 from pipelines.quality.inputs import ExternalInputs, TableSet
@@ -53,16 +52,14 @@ def build_frames(tables: TableSet, checks: Sequence[Check], settings: QualitySet
                  apart_from_records: int = APART_FROM_RECORDS) -> dict[str, Frame]:
     """The frames ``checks`` validate, built once each. With ``workers`` ≥ 2, tables read from a directory (nothing
     injected) and at least ``apart_from_records`` records, the :data:`APART` frames are built in a second process
-    (spawned: a fork would not carry delta-rs' threads) while this one builds the others — the same frames."""
+    (:mod:`pipelines.quality.apart`) while this one builds the others — the same frames."""
     settings = settings or QualitySettings()
     names = list(dict.fromkeys(c.frame for c in checks))
     apart = frames_apart(tables, names, workers, apart_from_records)
     if not apart:
         build = Build(tables, settings, inputs)
         return {name: FRAMES[name](build) for name in names}
-    assert tables.tables_dir is not None
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        there = pool.submit(_build_apart, tables.cluster_id, tables.tables_dir, apart, settings, inputs)
+    with Apart(build_apart, tables.cluster_id, tables.tables_dir, apart, settings, inputs) as there:
         build = Build(tables, settings, inputs)
         here = {name: FRAMES[name](build) for name in names if name not in apart}
         built = {**here, **there.result()}
@@ -79,8 +76,8 @@ def frames_apart(tables: TableSet, names: Sequence[str], workers: int,
     return apart
 
 
-def _build_apart(cluster_id: str, tables_dir: Path, names: Sequence[str], settings: QualitySettings,
-                 inputs: ExternalInputs) -> dict[str, Frame]:
+def build_apart(cluster_id: str, tables_dir: Path, names: Sequence[str], settings: QualitySettings,
+                inputs: ExternalInputs) -> dict[str, Frame]:
     """:func:`build_frames`' second process: ``names`` built from the tables as the first process reads them."""
     with gc_paused():  # as check_cluster builds its frames: millions of long-lived objects
         build = Build(TableSet(cluster_id, tables_dir), settings, inputs)
