@@ -43,7 +43,7 @@ def checks_for(suites: Sequence[str]) -> list[Check]:
 #: (docs/data-quality.md).
 APART: tuple[str, ...] = ("records", "log_violations")
 #: The ``records`` rows (NoOpRecords left out) from which a second process pays: it starts a Python interpreter and
-#: imports pandas, pyarrow and deltalake again (≈ 1–2 s).
+#: imports pandas, pyarrow and deltalake again (≈ 1 s).
 APART_FROM_RECORDS = 100_000
 
 
