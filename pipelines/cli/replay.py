@@ -16,7 +16,7 @@ from jbod_model.errors import InputError
 from jbod_model.gaps import consequence_fields, with_consequences
 from jbod_model.image_json import image_json_pieces, image_json_text, image_to_json
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import dumps
+from jbod_model.records.json_codec import dumps, dumps_pieces
 from jbod_model.sources import InputKind, detect_kind, open_inputs
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.storage.log_reader import read_entries
@@ -80,6 +80,12 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
 
             cid = resolve_cluster(tables, cluster)
             doc = as_of_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
+            if as_json:
+                # In pieces, as the log's image below: the text is 1.7 GB at 2 M partitions (docs/performance.md).
+                for piece in dumps_pieces(doc):
+                    sys.stdout.write(piece)
+                sys.stdout.write("\n")
+                return
         else:
             loaded = open_inputs(inputs or [], policy=shared.policy(policy),
                                  until_offset=shared.until_offset(as_of_offset),
