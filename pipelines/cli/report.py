@@ -18,7 +18,7 @@ import typer
 
 from jbod_model.errors import InputError
 from jbod_model.gaps import with_consequences
-from jbod_model.records.json_codec import dumps_without_floats
+from jbod_model.records.json_codec import dumps_pieces, dumps_without_floats
 from jbod_model.report import DirectoryPaths, build_report
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry
@@ -182,9 +182,10 @@ def register(app: typer.Typer) -> None:
                 # the report are each hundreds of MB, and so are the document and its text.
                 del data, result
                 # The document holds no float (offsets, times, counts, names), for which orjson writes what json
-                # writes, several times faster: 24 MB at 20 k partitions.
-                text = dumps_without_floats(doc)
-                del doc
-                _print_text(text)
+                # writes, several times faster: 24 MB at 20 k partitions. Written in pieces, never encoded whole
+                # (2.3 GB at 2 M partitions, held as orjson's bytes and as the str: docs/performance.md).
+                for piece in dumps_pieces(doc):
+                    _print_text(piece, end="")
+                sys.stdout.write("\n")
             else:
                 render_terminal(result, shared.console(), shared.table)
