@@ -43,6 +43,8 @@ from pipelines.lakehouse.tables import as_of_image, clusters, query, resolve_clu
 
 GOAL_SECONDS = 5.0
 GOAL_RSS_MB = 2048
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """One timed command: wall seconds, the child's peak RSS, its exit code and output size."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Any
 
 from jbod_model.directory_id import DirectoryState
 from jbod_model.image import ClusterImage, MetadataImage, TopicImage
-from jbod_model.records.json_codec import dumps_without_floats
+from jbod_model.records.json_codec import PIECE_ROWS, dumps_without_floats
 from jbod_model.replicas import offline_reason
 from jbod_model.slots import gc_paused
 from jbod_model.uuid import Uuid
@@ -81,9 +81,6 @@ def image_json_text(doc: dict[str, Any]) -> str:
     return dumps_without_floats(doc)
 
 
-#: How many of the text's pieces (a partition's row, a partition's replica rows) :func:`image_json_pieces` joins into
-#: one: a write of about a megabyte, and never a copy of the whole text.
-PIECE_ROWS: Final = 4096
 
 
 def image_json_text_of(image: MetadataImage, extra: Mapping[str, Any] | None = None) -> str:

@@ -1574,7 +1574,6 @@ class InvariantTracker:
 
     # -- internals ------------------------------------------------------------------------------------------
 
-
     def _check_touched(self, image: MetadataImage, entries: Sequence[LogEntry]) -> list[Violation]:
         if _changes_brokers_or_gate(entries):
             return check_image(image)  # broker state or the gate changed: any partition may be affected

@@ -477,25 +477,21 @@ class TransactionBuffer:
         skipped range when the entry was read (:data:`ASK`: ask the active collector now) — a caller that buffers
         entries before offering them says which range each was read after."""
         interrupted: tuple[LogEntry, ...] = ()
-        record = entry.record
-        if self._open or isinstance(record, BeginTransactionRecord):
+        begins = isinstance(entry.record, BeginTransactionRecord)
+        if self._open or begins:
             seen = current_gap() if gap is ASK else gap
             if self._open and seen != self._gap:
                 if self._gap is _RESUMED or seen is None:
                     self._gap = seen  # resumed, or no collector active now: nothing says a range came since
                 else:
                     interrupted = self.interrupt()
-            if isinstance(record, BeginTransactionRecord):
-                settled = self._begin(entry)
+            if begins:
                 self._gap = seen
-                if not interrupted:
-                    return settled
-                return Settled((), aborted=interrupted + (settled.aborted if settled is not None else ()))
-        settled = self._offer(entry)
-        if interrupted:
-            return Settled(settled.apply if settled is not None else (),
-                           aborted=interrupted + (settled.aborted if settled is not None else ()))
-        return settled
+        settled = self._begin(entry) if begins else self._offer(entry)
+        if not interrupted:
+            return settled
+        return Settled(settled.apply if settled is not None else (),
+                       aborted=interrupted + (settled.aborted if settled is not None else ()))
 
     def _begin(self, entry: LogEntry) -> Settled | None:
         dropped: tuple[LogEntry, ...] = ()

@@ -498,7 +498,6 @@ class BatchFeed(ABC):
         self.observe_batch(committed, delta.apply())
 
 
-
 # -- the incident tracker ---------------------------------------------------------------------------------------
 
 

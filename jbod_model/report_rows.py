@@ -103,9 +103,9 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
     in_txn = False
     txn_first: int | None = None
     txn_last: int | None = None
-    rows = zip(offsets, bases, stamps, types, strict=True)
+    rows: Iterable[tuple[int, int | None, int | None, str]] = zip(offsets, bases, stamps, types, strict=True)
     if applied is not None:
-        rows = (row for row, at in zip(rows, applied, strict=True) if at is not None)  # type: ignore[assignment]
+        rows = (row for row, at in zip(rows, applied, strict=True) if at is not None)
     for offset, row_base, ts, kind in rows:
         if started and (row_base is None or base is None or row_base != base):
             if committed:

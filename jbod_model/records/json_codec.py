@@ -13,7 +13,7 @@ import binascii
 import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import orjson
 
@@ -374,7 +374,12 @@ def dumps_without_floats(obj: Any) -> str:
         return dumps(obj)
 
 
-def dumps_pieces(doc: Mapping[str, Any], *, rows: int = 4096) -> Iterator[str]:
+#: How many parts of a text one piece joins — an image's rows (:func:`jbod_model.image_json.image_json_pieces`), a
+#: list's items (:func:`dumps_pieces`): a write of about a megabyte, and never a copy of the whole text.
+PIECE_ROWS: Final = 4096
+
+
+def dumps_pieces(doc: Mapping[str, Any], *, rows: int = PIECE_ROWS) -> Iterator[str]:
     """:func:`dumps_without_floats` of ``doc`` (an object whose keys are strings) in consecutive pieces, to be
     written one after the other: each list among its values is encoded ``rows`` items at a time. The text of a
     2 M-partition image from the tables is 1.7 GB; encoded whole it was held three times over (orjson's bytes, the

@@ -50,12 +50,16 @@ class TableSet:
             if name in VERSIONED and not VERSIONED[name][1]:
                 read = history_table(self.tables_dir, name, self.cluster_id)
             else:
-                filters: list[tuple[str, str, Any]] = [("cluster_id", "=", self.cluster_id)]
-                if name == "records":
-                    filters.append(("type", "<>", "NO_OP_RECORD"))
-                read = read_delta(self.tables_dir / name, filters)
+                read = read_delta(self.tables_dir / name, self._filters(name))
             self._frames[name] = read.to_pandas()
         return self._frames[name]
+
+    def _filters(self, name: str) -> list[tuple[str, str, Any]]:
+        """The cluster's rows of ``name`` as :meth:`table` reads them: ``records`` without its NoOpRecords."""
+        filters: list[tuple[str, str, Any]] = [("cluster_id", "=", self.cluster_id)]
+        if name == "records":
+            filters.append(("type", "<>", "NO_OP_RECORD"))
+        return filters
 
     def clock(self) -> tuple[int, int | None]:
         """The cluster's "now": the last offset that took effect, and its append time in ms (None without times).
@@ -76,9 +80,7 @@ class TableSet:
         """How many rows :meth:`table` gives of ``records`` (NoOpRecords left out), without reading them all."""
         if "records" in self._frames or self.tables_dir is None:
             return len(self.table("records"))
-        read = read_delta(self.tables_dir / "records", [("cluster_id", "=", self.cluster_id),
-                                                        ("type", "<>", "NO_OP_RECORD")], columns=["offset"])
-        return int(read.num_rows)
+        return int(read_delta(self.tables_dir / "records", self._filters("records"), columns=["offset"]).num_rows)
 
     @property
     def injected(self) -> bool:
