@@ -12,7 +12,7 @@ import base64
 import binascii
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, TypeVar, cast
 
 import orjson
@@ -379,20 +379,39 @@ def dumps_without_floats(obj: Any) -> str:
 PIECE_ROWS: Final = 4096
 
 
+class Slices:
+    """A list a document holds as consecutive slices, made one at a time while :func:`dumps_pieces` writes them:
+    what a writer gives for a list too large to hold whole beside its text (``slices``: an iterable of lists, read
+    once; the list is their concatenation)."""
+
+    __slots__ = ("slices",)
+
+    def __init__(self, slices: Iterable[list[Any]]) -> None:
+        self.slices = slices
+
+
 def dumps_pieces(doc: Mapping[str, Any], *, rows: int = PIECE_ROWS) -> Iterator[str]:
     """:func:`dumps_without_floats` of ``doc`` (an object whose keys are strings) in consecutive pieces, to be
-    written one after the other: each list among its values is encoded ``rows`` items at a time. The text of a
-    2 M-partition image from the tables is 1.7 GB; encoded whole it was held three times over (orjson's bytes, the
-    str, the bytes the output encodes), beside the document itself."""
+    written one after the other: each list among its values is encoded ``rows`` items at a time, and a
+    :class:`Slices` value a slice at a time, as the list they make. The text of a 2 M-partition image from the
+    tables is 1.7 GB: encoded whole it was held three times over (orjson's bytes, the str, the bytes the output
+    encodes), beside the document itself."""
     yield "{"
     for i, (key, value) in enumerate(doc.items()):
         head = ("," if i else "") + dumps_without_floats(key) + ":"
-        if not isinstance(value, list) or len(value) <= rows:
+        if isinstance(value, Slices):
+            parts: Iterable[list[Any]] = value.slices
+        elif isinstance(value, list) and len(value) > rows:
+            parts = (value[lo:lo + rows] for lo in range(0, len(value), rows))
+        else:
             yield head + dumps_without_floats(value)
             continue
         yield head + "["
-        for lo in range(0, len(value), rows):
-            # A list's text is "[" + its items joined by "," + "]": each slice's without its brackets.
-            yield ("," if lo else "") + dumps_without_floats(value[lo:lo + rows])[1:-1]
+        # A list's text is "[" + its items joined by "," + "]": each slice's without its brackets.
+        first = True
+        for part in parts:
+            if part:
+                yield ("" if first else ",") + dumps_without_floats(part)[1:-1]
+                first = False
         yield "]"
     yield "}"

@@ -76,16 +76,22 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
                      input_only={"--full-log": full_log,
                                  "--policy": None if policy == "fail" else policy})
         if tables is not None:
-            from pipelines.lakehouse.tables import as_of_image, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake when asked
+            from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake when asked
+                as_of_image,
+                as_of_image_sliced,
+                resolve_cluster,
+            )
 
             cid = resolve_cluster(tables, cluster)
-            doc = as_of_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
+            n = resolve_as_of(tables, cid, as_of_offset, as_of)
             if as_json:
-                # In pieces, as the log's image below: the text is 1.7 GB at 2 M partitions (docs/performance.md).
-                for piece in dumps_pieces(doc):
+                # Its rows made a slice at a time as they are written, in pieces, as the log's image below: the
+                # document was 8 M dicts and its text 1.7 GB at 2 M partitions (docs/performance.md).
+                for piece in dumps_pieces(as_of_image_sliced(tables, cid, n)):
                     sys.stdout.write(piece)
                 sys.stdout.write("\n")
                 return
+            doc = as_of_image(tables, cid, n)
         else:
             loaded = open_inputs(inputs or [], policy=shared.policy(policy),
                                  until_offset=shared.until_offset(as_of_offset),

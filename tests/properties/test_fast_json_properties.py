@@ -9,6 +9,7 @@ gives the same outcome either way: the same record, or the same error message.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from record_strategies import RECORD_VERSIONS, message_strategy
 
 from jbod_model.errors import InputError
 from jbod_model.records.json_codec import (
+    Slices,
     dumps_pieces,
     dumps_without_floats,
     message_to_json,
@@ -111,3 +113,16 @@ def test_a_document_written_in_pieces_is_its_text(doc: dict[str, Any], rows: int
     """``dumps_pieces`` (``jbod image --tables --json``'s output) joins to exactly ``dumps_without_floats``' text,
     however its lists are cut — integers beyond 64 bits, which orjson refuses, included."""
     assert "".join(dumps_pieces(doc, rows=rows)) == dumps_without_floats(doc)
+
+
+@given(doc=st.dictionaries(st.text(max_size=6), st.lists(_VALUES, max_size=25), max_size=5), data=st.data())
+def test_a_list_given_in_slices_is_written_as_the_list(doc: dict[str, list[Any]], data: st.DataObject) -> None:
+    """A list given as :class:`Slices` (``jbod image --tables --json``: the rows made a slice at a time) is written
+    as the list the slices make, whatever the cuts, empty slices included."""
+
+    def sliced(items: list[Any]) -> Slices:
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(items)), max_size=6)))
+        bounds = [0, *cuts, len(items)]
+        return Slices(iter([items[a:b] for a, b in pairwise(bounds)]))
+
+    assert "".join(dumps_pieces({k: sliced(v) for k, v in doc.items()})) == dumps_without_floats(doc)

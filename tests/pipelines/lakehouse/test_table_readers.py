@@ -19,6 +19,7 @@ from jbod_model.image import ClusterImage, MetadataImage
 from jbod_model.image_json import image_to_json
 from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, inventory, to_text
 from jbod_model.records.entry import LogEntry
+from jbod_model.records.json_codec import dumps_pieces, dumps_without_floats
 from jbod_model.records.metadata import (
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -39,6 +40,7 @@ from pipelines.lakehouse.tables import (
     VERSIONED,
     DeltaRsWriter,
     as_of_image,
+    as_of_image_sliced,
     dir_inventory_rows,
     directory_paths,
     entity_versions,
@@ -129,6 +131,26 @@ def test_appended_rows_read_as_the_model_before_and_after_maintain_folds_them(tm
     for n in offsets:
         assert as_of_image(tmp_path, "c", n) == want[n], n
     assert sum(t.rows_folded for t in maintain(tmp_path, MaintenanceSettings(), only=names).tables) == 0
+
+
+def test_the_image_written_a_slice_at_a_time_is_the_images_text(tmp_path: Path) -> None:
+    # `jbod image --tables --json`: the rows made from the columns a few at a time, with two clusters' rows in the
+    # tables, before and after `jbod maintain` folds them.
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=40)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "c", log, batch_size=6)
+    write_lakehouse(tmp_path, "d", log[: len(log) // 2], batch_size=9)
+    every = sorted({e.offset for e in log})
+
+    def check() -> None:
+        for n in (None, every[len(every) // 3], every[-1]):
+            want = dumps_without_floats(image_to_json(replay_entries(e for e in log if n is None or e.offset <= n)))
+            assert dumps_without_floats(as_of_image(tmp_path, "c", n)) == want, n
+            for rows in (1, 5, 10_000):
+                assert "".join(dumps_pieces(as_of_image_sliced(tmp_path, "c", n, rows=rows))) == want, (n, rows)
+
+    check()
+    assert maintain(tmp_path, MaintenanceSettings(), only=sorted(VERSIONED)).ok
+    check()
 
 
 def test_history_tables_read_without_the_view_give_its_rows(tmp_path: Path) -> None:
