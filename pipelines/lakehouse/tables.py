@@ -307,6 +307,16 @@ def _entity_rows(entity: Entity, part: pa.Table) -> dict[str, pa.Table]:
     return out
 
 
+def _in_batch_order(part: pa.Table) -> pa.Table:
+    """A table's rows of a micro-batch by cluster, then ``ord`` (a cluster's rows in the order its buckets made
+    them). A batch of one cluster — every batch of a one-cluster job — is sorted by ``ord`` alone: Arrow's sort on the
+    cluster id's text as well cost 0.3–0.45 s per 1.4 M rows on the driver, the integer sort 0.015 s."""
+    clusters = part.column("cluster_id")
+    if clusters.null_count == 0 and pc.count_distinct(clusters).as_py() == 1:
+        return part.take(pc.sort_indices(part.column("ord")))
+    return part.sort_by([("cluster_id", "ascending"), ("ord", "ascending")])
+
+
 def plan_batch(batch: Mapping[str, pa.Table]) -> BatchWrites:
     """Turn the operator's rows of a micro-batch (table → its rows: ``cluster_id``, ``ord`` and the table's
     :func:`operator_schema` columns) into table writes, columnar. Events of one key are applied in ``ord`` order.
@@ -322,7 +332,7 @@ def plan_batch(batch: Mapping[str, pa.Table]) -> BatchWrites:
         part = batch[name]
         if part.num_rows == 0:
             continue
-        part = part.sort_by([("cluster_id", "ascending"), ("ord", "ascending")])
+        part = _in_batch_order(part)
         if name in APPEND_TABLES:
             out.appends[name] = _append_rows(name, part)
             continue

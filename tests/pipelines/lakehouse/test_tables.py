@@ -115,6 +115,17 @@ def test_events_of_a_key_become_versions_and_one_current_row() -> None:
     assert current["T"]["since_time"] == datetime(1970, 1, 1, 0, 0, 1, 12_000, tzinfo=UTC)  # 1,012 ms
 
 
+def test_a_batch_of_several_clusters_is_applied_cluster_by_cluster_in_ord_order() -> None:
+    # One cluster's batch is ordered by ord alone; with two, the same ords in each must not interleave them.
+    rows = [{**_event(o, "topic", ["T"], offset, {"topic_name": name}), "cluster_id": cid}
+            for cid, o, offset, name in [("d", 1, 20, "d1"), ("c", 1, 11, "c1"), ("d", 0, 10, "d0"),
+                                         ("c", 0, 5, "c0"), ("c", 2, 30, "c2")]]
+    plan = plan_batch(batch_tables(rows))
+    assert [(r["cluster_id"], r["topic_name"]) for r in plan.rows("topic_history")] == [
+        ("c", "c0"), ("c", "c1"), ("c", "c2"), ("d", "d0"), ("d", "d1")]
+    assert {r["cluster_id"]: r["topic_name"] for r in plan.rows("topics")} == {"c": "c2", "d": "d1"}
+
+
 def test_a_deleted_key_leaves_a_removed_row_that_ends_its_version() -> None:
     plan = plan_batch(batch_tables([_event(0, "broker", [1], 3, None)]))
     assert plan.rows("brokers")[0]["removed"]
