@@ -834,13 +834,13 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
     keys = ", ".join(_quote(k) for k in names)
     newest = f"SELECT {keys}, max({_quote(start)}) AS newest_start FROM stored WHERE {where('')} GROUP BY {keys}"
     on = " AND ".join([*(f"s.{_quote(k)} = n.{_quote(k)}" for k in names), f"s.{_quote(start)} = n.newest_start"])
+    # The newest starts on the left: DataFusion builds its hash table of the join's left side and streams the right
+    # one through it (the other way round it held every stored row, 4.4 GB at 2 M partitions).
     read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, table)).execute(
         f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM ({newest}) n JOIN stored s ON {on} "
         f"WHERE {where('s.')}")))
-    # The newest starts first: DataFusion builds its hash table of the join's left side and streams the right one
-    # through it (the other way round it held every stored row, 4.4 GB at 2 M partitions). Then ordered by key; a
-    # key's rows all have its newest start now, so this keeps one of them (two rows of a key never share a start:
-    # each is the key's change at that offset).
+    # Ordered by key. A key's rows all have its newest start now, so this keeps one of them (two rows of a key never
+    # share a start: each is the key's change at that offset).
     rows = _last_of_each_key(read, names, start)
     del read
     live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
