@@ -81,8 +81,6 @@ def image_json_text(doc: dict[str, Any]) -> str:
     return dumps_without_floats(doc)
 
 
-
-
 def image_json_text_of(image: MetadataImage, extra: Mapping[str, Any] | None = None) -> str:
     """``image_json_text({**image_to_json(image), **extra})``, the same text, written straight from the image (see
     :func:`_image_json_parts`) with the cyclic collector paused. ``extra`` holds keys the contract adds after the

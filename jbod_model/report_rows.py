@@ -83,9 +83,10 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
     """The batches a :class:`~jbod_model.report.BatchFeed` observes, in log order, from the ``records`` table's
     columns (the records' offsets, batch base offsets, batch times in ms, ``TYPE_NAME``s; offset order). Batches
     are grouped as ``BatchFeed.feed`` groups them (by batch base offset; a row without one is a batch of its own)
-    and committed as ``BatchFeed._commit`` commits them (a transaction's records at its EndTransactionRecord, ahead
-    of it; an aborted one's never — only the AbortTransactionRecord itself); a batch that commits nothing is not
-    observed. The rows hold no fault a replay would raise on (the job stopped before those, ``replay_faults``).
+    and committed as ``BatchFeed`` commits them through ``TransactionBuffer.settle_all`` (a transaction's records
+    at its EndTransactionRecord, ahead of it; an aborted one's never — only the AbortTransactionRecord itself); a
+    batch that commits nothing is not observed. The rows hold no fault a replay would raise on (the job stopped
+    before those, ``replay_faults``).
     ``applied`` (the ``applied_offset`` column; None: not known) leaves out the rows that never took effect: under
     policy ``skip`` a transaction a skipped range interrupted (``TransactionBuffer.interrupt``), its Begin included,
     is such rows, and the records after the range are the feed's outside any transaction — as are an aborted

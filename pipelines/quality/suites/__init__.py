@@ -57,13 +57,18 @@ def build_frames(tables: TableSet, checks: Sequence[Check], settings: QualitySet
     names = list(dict.fromkeys(c.frame for c in checks))
     apart = frames_apart(tables, names, workers, apart_from_records)
     if not apart:
-        build = Build(tables, settings, inputs)
-        return {name: FRAMES[name](build) for name in names}
+        return _built(tables, names, settings, inputs)
     with Apart(build_apart, tables.cluster_id, tables.tables_dir, apart, settings, inputs) as there:
-        build = Build(tables, settings, inputs)
-        here = {name: FRAMES[name](build) for name in names if name not in apart}
+        here = _built(tables, [n for n in names if n not in apart], settings, inputs)
         built = {**here, **there.result()}
     return {name: built[name] for name in names}
+
+
+def _built(tables: TableSet, names: Sequence[str], settings: QualitySettings,
+           inputs: ExternalInputs) -> dict[str, Frame]:
+    """The frames ``names``, built in this process from one :class:`Build` (the tables read once between them)."""
+    build = Build(tables, settings, inputs)
+    return {name: FRAMES[name](build) for name in names}
 
 
 def frames_apart(tables: TableSet, names: Sequence[str], workers: int,
@@ -80,5 +85,4 @@ def build_apart(cluster_id: str, tables_dir: Path, names: Sequence[str], setting
                 inputs: ExternalInputs) -> dict[str, Frame]:
     """:func:`build_frames`' second process: ``names`` built from the tables as the first process reads them."""
     with gc_paused():  # as check_cluster builds its frames: millions of long-lived objects
-        build = Build(TableSet(cluster_id, tables_dir), settings, inputs)
-        return {name: FRAMES[name](build) for name in names}
+        return _built(TableSet(cluster_id, tables_dir), names, settings, inputs)
