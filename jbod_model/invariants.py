@@ -261,12 +261,18 @@ def broker_directories_unique(broker: BrokerRegistration) -> bool:
     return len(set(broker.directories)) == len(broker.directories)
 
 
+def directory_state_allowed(mv: MetadataVersion) -> bool:
+    """Whether any record may carry directory state at ``mv``, so that I3 holds for every record there without
+    reading it: the metadata.version is unknown or ≥ 3.7-IV2 (``MetadataVersion.isDirectoryAssignmentSupported``)."""
+    return not _mv_known(mv) or mv.is_directory_assignment_supported()
+
+
 def record_free_of_directory_state(record: Record, mv: MetadataVersion) -> bool:
     """I3: below 3.7-IV2 no broker record carries LogDirs and partition records are version 0 (the version
     ``partitionRecordVersion``/``partitionChangeRecordVersion`` give there, which has no Directories field).
     BrokerRegistrationChangeRecord versions do not follow the metadata.version, so only its LogDirs count.
-    True while the metadata.version is unknown or ≥ 3.7-IV2."""
-    if not _mv_known(mv) or mv.is_directory_assignment_supported():
+    True while the metadata.version is unknown or ≥ 3.7-IV2 (:func:`directory_state_allowed`)."""
+    if directory_state_allowed(mv):
         return True
     if isinstance(record, (RegisterBrokerRecord, BrokerRegistrationChangeRecord)):
         return not record.log_dirs

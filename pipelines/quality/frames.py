@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -80,9 +80,16 @@ def make_frame(rows: list[dict[str, Any]], columns: Mapping[str, str], checks: S
     """A frame with fixed nullable dtypes (``Int64``, ``boolean``, ``string``, ``object``): an empty frame still has
     typed columns, and nulls stay nulls on the way to Spark. ``checks`` names the predicate expectations whose
     boolean columns (:func:`column_of`) the rows carry."""
+    names = [*columns, *map(column_of, checks)]
+    return make_columns_frame({name: [r.get(name) for r in rows] for name in names}, columns, checks)
+
+
+def make_columns_frame(data: Mapping[str, Sequence[Any]], columns: Mapping[str, str],
+                       checks: Sequence[str] = ()) -> pd.DataFrame:
+    """:func:`make_frame` from its columns (each a sequence of one value per row, all of one length, ``None`` a
+    null), for a builder that has them as columns already: no dict per row."""
     columns = {**columns, **{column_of(name): "boolean" for name in checks}}
-    data = {name: pd.Series([r.get(name) for r in rows], dtype=dtype) for name, dtype in columns.items()}
-    frame = pd.DataFrame(data)
+    frame = pd.DataFrame({name: pd.Series(data[name], dtype=dtype) for name, dtype in columns.items()})
     frame.insert(0, "row", pd.Series(range(len(frame)), dtype="Int64"))
     return frame
 
@@ -168,7 +175,6 @@ class Build:
     settings: QualitySettings
     inputs: ExternalInputs
     _model: Model | None = None
-    _decoded: dict[tuple[int, int | None], Record] = field(default_factory=dict)
 
     @property
     def model(self) -> Model:
@@ -177,16 +183,13 @@ class Build:
         return self._model
 
     def record(self, row: Any) -> Record | None:
-        """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should)."""
-        # A snapshot's records all carry the snapshot's offset: its index tells them apart.
-        key = (int(row.offset), optional_int(getattr(row, "snapshot_index", None)))
-        if key not in self._decoded:
-            try:
-                self._decoded[key] = record_from_row(row.type, int(row.version), row.data,
-                                                     getattr(row, "payload", None))
-            except (JbodError, ValueError, TypeError):
-                return None
-        return self._decoded[key]
+        """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should).
+        Not kept: the log suite reads every record once, batch by batch, and the frames that read records besides it
+        read few (a registration, a feature level), so holding them all — 11 M at 2 M partitions — bought nothing."""
+        try:
+            return record_from_row(row.type, int(row.version), row.data, getattr(row, "payload", None))
+        except (JbodError, ValueError, TypeError):
+            return None
 
 
 FrameBuilder = Callable[[Build], Frame]

@@ -697,8 +697,8 @@ def test_the_frames_are_built_with_the_collector_paused(runner: GxRunner, tmp_pa
 
 
 def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: Path) -> None:
-    """With two cores and a large log, the records' and the log suite's frames are built in a second process while
-    this one builds the others (``build_frames(workers=2)``): every frame is what one process builds. Not vacuous:
+    """With two cores and a large log, the log suite's frame is built in a second process while this one builds the
+    others (``build_frames(workers=2)``): every frame is what one process builds. Not vacuous:
     the log holds an I10 violation (a PartitionRecord v0, without Directories, at metadata.version 3.9)."""
     log = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=0, directories=()))
            if e.offset == 13 else e for e in demo_log()]
@@ -706,7 +706,7 @@ def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: 
     checks = checks_for(SUITE_NAMES)
     tables = TableSet("i10", tmp_path)
     names = list(dict.fromkeys(c.frame for c in checks))
-    assert frames_apart(tables, names, workers=2, apart_from_records=0) == ["records", "log_violations"]
+    assert frames_apart(tables, names, workers=2, apart_from_records=0) == ["log_violations"]
     here = build_frames(TableSet("i10", tmp_path), checks)
     apart = build_frames(TableSet("i10", tmp_path), checks, workers=2, apart_from_records=0)
     assert list(apart) == list(here)
@@ -721,7 +721,7 @@ def test_the_frames_are_built_in_one_process_where_a_second_would_not_pay_or_cou
     names = list(dict.fromkeys(c.frame for c in checks_for(SUITE_NAMES)))
     assert frames_apart(TableSet(DEMO_CLUSTER, demo), names, workers=1, apart_from_records=0) == []
     assert frames_apart(TableSet(DEMO_CLUSTER, demo), names, workers=2) == []  # 33 records: not worth a process
-    assert frames_apart(TableSet(DEMO_CLUSTER, demo), ["records", "log_violations"], workers=2,
+    assert frames_apart(TableSet(DEMO_CLUSTER, demo), ["log_violations"], workers=2,
                         apart_from_records=0) == []  # nothing left to build here
     assert frames_apart(clean(demo), names, workers=2, apart_from_records=0) == []  # edited tables: only here
 
