@@ -84,10 +84,10 @@ def make_frame(rows: list[dict[str, Any]], columns: Mapping[str, str], checks: S
     return make_columns_frame({name: [r.get(name) for r in rows] for name in names}, columns, checks)
 
 
-def make_columns_frame(data: Mapping[str, Sequence[Any]], columns: Mapping[str, str],
+def make_columns_frame(data: Mapping[str, Any], columns: Mapping[str, str],
                        checks: Sequence[str] = ()) -> pd.DataFrame:
-    """:func:`make_frame` from its columns (each a sequence of one value per row, all of one length, ``None`` a
-    null), for a builder that has them as columns already: no dict per row."""
+    """:func:`make_frame` from its columns (each a list or array of one value per row, all of one length, ``None``
+    a null), for a builder that has them as columns already: no dict per row."""
     columns = {**columns, **{column_of(name): "boolean" for name in checks}}
     frame = pd.DataFrame({name: pd.Series(data[name], dtype=dtype) for name, dtype in columns.items()})
     frame.insert(0, "row", pd.Series(range(len(frame)), dtype="Int64"))

@@ -3,7 +3,7 @@ outside the log (:class:`ExternalInputs`: meta.properties files, broker configs)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,10 @@ import pandas as pd
 import pyarrow as pa
 
 from jbod_model.errors import InputError
-from pipelines.lakehouse.tables import VERSIONED, history_table, read_table
+from pipelines.lakehouse.tables import VERSIONED, history_table, query, read_table
+
+#: The offsets :meth:`TableSet.records` reads at a time: about a million rows, a few hundred MB with their JSON.
+RECORD_CHUNK_OFFSETS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,42 @@ class TableSet:
         if name == "records":
             filters.append(("type", "<>", "NO_OP_RECORD"))
         return filters
+
+    def records(self, columns: Sequence[str], *, types: Collection[str] | None = None, snapshots: bool | None = None,
+                chunk_offsets: int | None = None) -> Iterator[pd.DataFrame]:
+        """The cluster's ``records`` rows as :meth:`table` gives them (NoOpRecords left out), only ``columns``, of
+        ``types`` (None: every type) and of snapshots (True), of the log (False) or both (None), in offset order (a
+        snapshot's rows by their index), a range of ``chunk_offsets`` offsets at a time (default
+        :data:`RECORD_CHUNK_OFFSETS`): a frame builder that goes through the log never holds it whole (11 M rows,
+        with each record's JSON, at 2 M partitions). Given or loaded records come as one frame."""
+        if "records" in self._frames or self.tables_dir is None:
+            recs = self.table("records")
+            recs = recs[recs["type"] != "NO_OP_RECORD"]  # whole when loaded (load_all)
+            if types is not None:
+                recs = recs[recs["type"].isin(list(types))]
+            if snapshots is not None:
+                recs = recs[(recs["origin"] == "snapshot") == snapshots]
+            yield recs.sort_values(["offset", "snapshot_index"], kind="stable")[list(columns)]
+            return
+        where = " AND ".join(f'"{c}" {op} {_sql_literal(v)}' for c, op, v in self._filters("records"))
+        if types is not None:
+            where += f" AND type IN ({', '.join(sorted(map(_sql_literal, types)))})"
+        if snapshots is not None:
+            where += f" AND origin {'=' if snapshots else '<>'} 'snapshot'"
+        span = query(self.tables_dir, "records", f'SELECT MIN("offset") AS lo, MAX("offset") AS hi FROM t '
+                                                 f"WHERE {where}")
+        lo, hi = span.column("lo")[0].as_py(), span.column("hi")[0].as_py()
+        if lo is None:
+            yield pd.DataFrame({c: [] for c in columns})
+            return
+        step = RECORD_CHUNK_OFFSETS if chunk_offsets is None else chunk_offsets
+        order = [("offset", "ascending"), ("snapshot_index", "ascending")]
+        read = list(dict.fromkeys([*columns, "offset", "snapshot_index"]))
+        for start in range(int(lo), int(hi) + 1, step):
+            chunk = read_table(self.tables_dir, "records", f'{where} AND "offset" >= {start} '
+                                                           f'AND "offset" < {start + step}', read)
+            # Stable, nulls last (Arrow's default): a log row at a snapshot's offset before its rows, as table() sorts.
+            yield chunk.sort_by(order).select(list(columns)).to_pandas()
 
     def clock(self) -> tuple[int, int | None]:
         """The cluster's "now": the last offset that took effect, and its append time in ms (None without times).

@@ -103,9 +103,9 @@ def _version_at(history: pd.DataFrame, offset: int) -> Any | None:
 
 
 def _f_registration_changes(b: Build) -> Frame:
-    recs = b.tables.table("records")
-    recs = recs[(recs["type"] == BrokerRegistrationChangeRecord.TYPE_NAME) & recs["applied_offset"].notna()
-                & (recs["origin"] != "snapshot")]
+    recs = pd.concat(list(b.tables.records([*RECORD_COLUMNS, "applied_offset"], snapshots=False,
+                                           types=[BrokerRegistrationChangeRecord.TYPE_NAME])))
+    recs = recs[recs["applied_offset"].notna()]
     hist = b.tables.table("broker_history")
     by_broker = {int(k): g for k, g in hist.groupby("broker_id")} if not hist.empty else {}
     shrinks = column_of("I8.change_only_shrinks_directories")
@@ -224,8 +224,7 @@ def _f_pending_placements(b: Build) -> Frame:
 
 
 def _snapshot_offsets(b: Build) -> set[int]:
-    recs = b.tables.table("records")
-    return {int(o) for o in recs.loc[recs["origin"] == "snapshot", "offset"].unique()}
+    return {int(o) for recs in b.tables.records(["offset"], snapshots=True) for o in recs["offset"].unique()}
 
 
 def _f_replica_directory_history(b: Build) -> Frame:

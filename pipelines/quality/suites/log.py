@@ -5,10 +5,8 @@ snapshot files)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
-
-import pandas as pd
 
 from jbod_model import invariants as inv
 from jbod_model.errors import ReplayFault
@@ -55,11 +53,6 @@ def _f_log_violations(b: Build) -> Frame:
     """The bronze records through the model's step checks (``InvariantTracker``), batch by batch. A snapshot in the
     records — the one the stream started from, or one it re-bootstrapped from after Kafka deleted segments it had
     not read (``log_gaps``) — restarts the checks from the snapshot's image, as the job's replay restarted there."""
-    # Stable, with the snapshot's order: a snapshot's records share one offset, and replaying them out of order
-    # (a PartitionRecord before its TopicRecord) is a fault.
-    recs = b.tables.table("records").sort_values(["offset", "snapshot_index"], kind="stable")
-    # NoOps only fill batches of their own: no step check reads them.
-    recs = recs[recs["type"] != "NO_OP_RECORD"]
     # Step checks only: the history (I12, I21, I9's warning) is the history suite's, from the history tables; and
     # only this suite's (the other step checks' invariants are the structural suite's, per row of the tables).
     options: dict[str, Any] = {"image_checks": False, "history_checks": False, "step_names": LOG_INVARIANTS}
@@ -69,7 +62,6 @@ def _f_log_violations(b: Build) -> Frame:
     note: str | None = None
     checked = batches = snapshots = 0
     started_from_snapshot = False
-    ms = to_ms(recs["timestamp"]) if not recs.empty else pd.Series([], dtype="Int64")
 
     def group_key(item: tuple[Any, Any]) -> tuple[str, int]:
         # A snapshot's records are one group; a record without a batch base offset (JSONL) is a batch of its own.
@@ -80,7 +72,7 @@ def _f_log_violations(b: Build) -> Frame:
         return "log", int(r.offset) if base is None else base
 
     try:
-        for (kind, _), group in itertools.groupby(zip(table_rows(recs, *_LOG_COLUMNS), ms, strict=True), key=group_key):
+        for (kind, _), group in itertools.groupby(_log_rows(b), key=group_key):
             # Positionally (LogEntry's fields in order): a million entries at 200 k partitions.
             entries = [new_log_entry(int(r.offset), rec, optional_int(r.batch_base_offset),
                                      optional_int(r.leader_epoch), optional_int(stamp), r.source)
@@ -109,6 +101,17 @@ def _f_log_violations(b: Build) -> Frame:
                       + (f" (restarted at {restarts} re-bootstrap snapshot(s))"
                          if (restarts := snapshots - started_from_snapshot) else "")
                       + (note or ""))
+
+
+def _log_rows(b: Build) -> Iterator[tuple[Any, int | None]]:
+    """The records the step checks read, each with its time in ms, in offset order — with the snapshot's order: a
+    snapshot's records share one offset, and replaying them out of order (a PartitionRecord before its TopicRecord)
+    is a fault. Read a range of offsets at a time (:meth:`TableSet.records`), never the log whole."""
+    for chunk in b.tables.records([*_LOG_COLUMNS, "timestamp"]):
+        # NoOps only fill batches of their own: no step check reads them.
+        recs = chunk[chunk["type"] != "NO_OP_RECORD"]
+        if not recs.empty:
+            yield from zip(table_rows(recs, *_LOG_COLUMNS), to_ms(recs["timestamp"]), strict=True)
 
 
 #: The frames this suite builds, by name.

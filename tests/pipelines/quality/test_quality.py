@@ -716,6 +716,42 @@ def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: 
     assert here["log_violations"].data["invariant"].tolist() == ["I10"]
 
 
+def test_the_records_read_a_range_of_offsets_at_a_time_are_the_table_and_the_frames_are_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TableSet.records`` reads the log a range of offsets at a time, so that no frame builder holds it whole: the
+    ranges joined are the table's rows in offset order (a snapshot's by index), and every frame built from them is
+    the frame built from one range, whatever the range's size — one offset, or a Kafka batch cut in two. Three
+    clusters: a churn log in many batches, one with an I10 breach (a PartitionRecord v0 at 3.9), one that starts
+    from a snapshot and then fails a disk without moving its leaders (I16)."""
+    breach = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=0, directories=()))
+              if e.offset == 13 else e for e in demo_log()]
+    failure = BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(Uuid.from_string(BQ),))
+    write_lakehouse(tmp_path, "churn", churn_log(SYNTHETIC), batch_size=17)
+    write_lakehouse(tmp_path, "i10", breach)
+    write_lakehouse(tmp_path, "from-snapshot", [LogEntry(offset=33, record=failure, batch_base_offset=33)],
+                    snapshot=(replay_entries(demo_log()).to_records(), 33))
+    names = ["records", "log_violations", "registration_changes", "replica_directory_history"]
+    columns = ["offset", "snapshot_index", "type", "origin", "data"]
+    found = set()
+    for cluster in ("churn", "i10", "from-snapshot"):
+        whole = TableSet(cluster, tmp_path).table("records").sort_values(["offset", "snapshot_index"], kind="stable")
+        one = {name: FRAMES[name](Build(TableSet(cluster, tmp_path), QualitySettings(), ExternalInputs()))
+               for name in names}
+        found |= set(one["log_violations"].data["invariant"])
+        for size in (1, 2, 5):
+            read = list(TableSet(cluster, tmp_path).records(columns, chunk_offsets=size))
+            assert len(read) == (whole["offset"].max() - whole["offset"].min()) // size + 1
+            pd.testing.assert_frame_equal(pd.concat(read).reset_index(drop=True),
+                                          whole[columns].reset_index(drop=True))
+            monkeypatch.setattr("pipelines.quality.inputs.RECORD_CHUNK_OFFSETS", size)
+            for name in names:
+                frame = FRAMES[name](Build(TableSet(cluster, tmp_path), QualitySettings(), ExternalInputs()))
+                pd.testing.assert_frame_equal(frame.data, one[name].data)
+                assert frame.note == one[name].note
+            monkeypatch.undo()
+    assert found == {"I10", "I16"}
+
+
 def test_the_frames_are_built_in_one_process_where_a_second_would_not_pay_or_could_not_see_them(
         demo: Path) -> None:
     names = list(dict.fromkeys(c.frame for c in checks_for(SUITE_NAMES)))
