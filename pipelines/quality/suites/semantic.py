@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
 from jbod_model import invariants as inv
 from jbod_model.directory_id import DirectoryState
 from jbod_model.errors import JbodError
@@ -18,6 +20,7 @@ from pipelines.quality.frames import (
     Frame,
     FrameBuilder,
     Model,
+    make_columns_frame,
     make_frame,
     optional_int,
     table_rows,
@@ -42,45 +45,69 @@ SKIPS: tuple[Skip, ...] = ()
 
 def _f_replicas(b: Build) -> Frame:
     model = b.model
-    expected: dict[tuple[str, int, int], tuple[str, int | None]] = {}
-    for r in table_rows(b.tables.table("partitions"), "topic_id", "partition_id", "since_offset"):
-        part = model.partitions.get((str(r.topic_id), int(r.partition_id)))
-        if part is None:
-            continue  # I1 (or an unparseable id) makes the view undefined for this partition
-        for broker, directory in zip(part.replicas, part.directories, strict=True):
-            expected[(str(r.topic_id), int(r.partition_id), broker)] = (str(directory), optional_int(r.since_offset))
-    broken = {k for k, p in model.partitions.items() if p is None}
-    view = column_of("I13.replica_view_matches")
-    rows = []
-    seen: set[tuple[str, int, int]] = set()
-    for r in table_rows(b.tables.table("replica_assignments"), "topic_id", "partition_id", "broker_id", "topic_name",
-                  "since_offset", "directory", "directory_state", "offline", "offline_reason"):
-        key = (str(r.topic_id), int(r.partition_id), int(r.broker_id))
-        part = model.partitions.get(key[:2])
-        ok: bool | None
-        why: str | None
-        if key[:2] in broken:
-            ok, why = None, "the partition's directories are broken (I1)"
-        elif key in seen:
-            ok, why = False, "a second row for this replica"
-        elif part is None or key not in expected:
-            ok, why = False, "not a replica of any partition"
+    table = b.tables.table("replica_assignments")
+    key = ["topic_id", "partition_id", "broker_id"]
+    # Built a column at a time, the table's own columns as they are (a dict per row held 6 M of them at 2 M
+    # partitions). Rows after a replica's first are flagged, whatever else is wrong with them.
+    again = table.duplicated(key, keep="first").to_numpy(dtype=bool) if not table.empty else []
+    ok: list[bool | None] = []
+    why: list[str | None] = []
+    o: bool | None
+    w: str | None
+    for r, second in zip(table_rows(table, *key, "directory", "directory_state", "offline", "offline_reason"), again,
+                         strict=True):
+        pk = (str(r.topic_id), int(r.partition_id))
+        part = model.partitions.get(pk)
+        if part is None and pk in model.partitions:
+            o, w = None, "the partition's directories are broken (I1)"
+        elif second:
+            o, w = False, "a second row for this replica"
+        elif part is None or int(r.broker_id) not in part.replicas:
+            o, w = False, "not a replica of any partition"
         else:
-            ok, why = _replica_consistent(model, part, key, r)
-        seen.add(key)
-        rows.append({"topic_id": key[0], "topic_name": r.topic_name, "partition_id": key[1], "broker_id": key[2],
-                     "offset": r.since_offset, "directory": r.directory, "directory_state": r.directory_state,
-                     "offline": r.offline, "offline_reason": r.offline_reason, view: ok, "why": why})
-    for key, (dir_text, offset) in expected.items():
-        if key not in seen:
-            rows.append({"topic_id": key[0], "partition_id": key[1], "broker_id": key[2], "offset": offset,
-                         "directory": dir_text, view: False, "why": "missing from replica_assignments"})
+            o, w = _replica_consistent(model, part, (*pk, int(r.broker_id)), r)
+        ok.append(o)
+        why.append(w)
+    missing = _missing_replicas(b, table[key])
+    names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
+             "offline", "offline_reason")
+    columns = {("offset" if n == "since_offset" else n): [*table[n].to_numpy(dtype=object), *missing.get(n, [])]
+               for n in names}
+    view = column_of("I13.replica_view_matches")
+    columns |= {view: [*ok, *[False] * len(missing["topic_id"])],
+                "why": [*why, *["missing from replica_assignments"] * len(missing["topic_id"])]}
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "broker_id": "Int64",
             "offset": "Int64", "directory": "string", "directory_state": "string", "offline": "boolean",
             "offline_reason": "string", "why": "string"}
-    return Frame("replicas", make_frame(rows, cols, ["I13.replica_view_matches"]),
+    return Frame("replicas", make_columns_frame(columns, cols, ["I13.replica_view_matches"]),
                  ("row", "offset", "topic_name", "topic_id", "partition_id", "broker_id"),
                  ("directory", "directory_state", "offline", "offline_reason", "why"))
+
+
+def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
+    """The replicas of the current partitions (those whose registration the model could form) that have no
+    ``replica_assignments`` row: key, the partition's directory for it and the partition row's offset, in the
+    partitions table's order (a partition listed twice: its first place, its last values)."""
+    rows: dict[str, list[Any]] = {"topic_id": [], "partition_id": [], "broker_id": [], "directory": [],
+                                  "since_offset": []}
+    for r in table_rows(b.tables.table("partitions"), "topic_id", "partition_id", "since_offset"):
+        part = b.model.partitions.get((str(r.topic_id), int(r.partition_id)))
+        if part is None:
+            continue  # I1 (or an unparseable id) makes the view undefined for this partition
+        for broker, directory in zip(part.replicas, part.directories, strict=True):
+            for name, value in zip(rows, (str(r.topic_id), int(r.partition_id), broker, str(directory),
+                                          optional_int(r.since_offset)), strict=True):
+                rows[name].append(value)
+    key = ["topic_id", "partition_id", "broker_id"]
+    types = {"topic_id": object, "partition_id": "int64", "broker_id": "int64"}
+    expected = pd.DataFrame(rows).astype(types)
+    if expected.duplicated(key).any():
+        last = expected.drop_duplicates(key, keep="last").set_index(key)
+        expected = expected.loc[~expected.duplicated(key), key].join(last, on=key)
+    have = present.astype(types).drop_duplicates()
+    found = expected.merge(have, on=key, how="left", indicator=True)
+    gone = found[found["_merge"] == "left_only"]
+    return {name: gone[name].tolist() for name in rows}
 
 
 def _replica_consistent(model: Model, part: PartitionRegistration, key: tuple[str, int, int],

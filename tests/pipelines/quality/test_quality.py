@@ -366,6 +366,32 @@ def _i13_view(t: TableSet) -> TableSet:
                                                   offline=True, offline_reason="BROKER_FENCED"))
 
 
+def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_sees_it(demo: Path) -> None:
+    """The ``replicas`` frame (I13) over edited ``replica_assignments``: a replica's row dropped is a row "missing",
+    one written twice is "a second row" after its first, one for a broker the partition does not have is "not a
+    replica"; every other row agrees with Kafka's rule. The partition's directory and offset of a missing row come
+    from the ``partitions`` row."""
+    t = clean(demo)
+    rows = t.table("replica_assignments")
+    twice = rows[replica(PAYMENTS, 1, 2)(rows)]
+    stranger = twice.assign(broker_id=99)
+    edited = pd.concat([rows[~replica(ORDERS, 0, 1)(rows)], twice, stranger], ignore_index=True)
+    frame = FRAMES["replicas"](Build(t.with_tables(replica_assignments=edited), QualitySettings(),
+                                     ExternalInputs())).data
+    view = column_of("I13.replica_view_matches")
+    wrong = frame[~frame[view].astype(bool)]
+    assert [(r.topic_id, r.partition_id, r.broker_id, r.why) for r in wrong.itertuples()] == [
+        (PAYMENTS, 1, 2, "a second row for this replica"), (PAYMENTS, 1, 99, "not a replica of any partition"),
+        (ORDERS, 0, 1, "missing from replica_assignments")]
+    assert len(frame) == len(edited) + 1 and frame["row"].tolist() == list(range(len(frame)))
+    partition = t.table("partitions")[part(ORDERS, 0)(t.table("partitions"))].iloc[0]
+    missing = wrong.iloc[-1]
+    assert missing["offset"] == partition["since_offset"]
+    assert missing["directory"] == list(partition["directories"])[list(partition["replicas"]).index(1)]
+    clean_frame = FRAMES["replicas"](Build(t, QualitySettings(), ExternalInputs())).data
+    assert clean_frame[view].astype(bool).all() and len(clean_frame) == len(rows)
+
+
 def _i13_intervals(t: TableSet) -> TableSet:
     offline = t.table("offline_replicas")
     return t.with_tables(offline_replicas=offline[~replica(PAYMENTS, 1, 2)(offline)])
