@@ -894,23 +894,28 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
     return pa.table({**out, "start": rows.column(lo), "end": end}).filter(live)
 
 
-def history_table(tables_dir: str | Path, table: str, cluster: str) -> pa.Table:
-    """A history table's rows of ``cluster``, every column — the rows :func:`resolved_sql`'s view gives (read
-    through :func:`query`), derived from the stored rows without the view's window functions: sorted by key and
-    start (:func:`_key_breaks`), an open row's end (offset and time) is the start of its key's next stored row (a
-    later change, or a :data:`REMOVED` row, which is no version itself); a stored end stays as stored. The view's
-    LEAD over every open row of the changed keys took 14 s for the 2.5 M replica versions at 200 k partitions.
-    Ordered by key, then start (the view's order is the engine's)."""
+def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Sequence[str] | None = None,
+                  where: str | None = None) -> pa.Table:
+    """A history table's rows of ``cluster``, every column (or ``columns``; the key and the interval's offsets come
+    too), of the keys ``where`` (a SQL condition on key columns, pushed down to the scan) selects — the rows
+    :func:`resolved_sql`'s view gives (read through :func:`query`), derived from the stored rows without the
+    view's window functions: sorted by key and start (:func:`_key_breaks`), an open row's end (offset and time) is
+    the start of its key's next stored row (a later change, or a :data:`REMOVED` row, which is no version itself);
+    a stored end stays as stored. The view's LEAD over every open row of the changed keys took 14 s for the 2.5 M
+    replica versions at 200 k partitions. Ordered by key, then start (the view's order is the engine's)."""
     entity, current = VERSIONED[table]
     if current:
         raise InputError(f"{table} is a current table, not a history table")
-    schema = entity.history_schema()
+    every = entity.history_schema()
     names = [k for k, _ in entity.key]
     lo, hi = (f"{c}_offset" for c in entity.interval)
     lo_time, hi_time = (f"{c}_time" for c in entity.interval)
-    wanted = [*schema.names, REMOVED]
+    picked = every.names if columns is None else [c for c in every.names if c in {*names, lo, hi, *columns}]
+    schema = pa.schema([every.field(c) for c in picked])
+    wanted = [*schema.names, *([lo_time] if hi_time in schema.names and lo_time not in schema.names else []), REMOVED]
+    condition = f"cluster_id = {_lit(cluster)}" + ("" if where is None else f" AND ({where})")
     read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, table)).execute(
-        f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored WHERE cluster_id = {_lit(cluster)}")))
+        f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored WHERE {condition}")))
     if read.num_rows == 0:
         return read.select(schema.names)
     rows, breaks = _key_breaks(read, names, lo)
@@ -924,8 +929,9 @@ def history_table(tables_dir: str | Path, table: str, cluster: str) -> pa.Table:
         return pa.concat_arrays([*chunks, pa.array([None], values.type)])
 
     stored_open = pc.is_null(rows.column(hi))
-    ends = {hi: pc.coalesce(rows.column(hi), following(lo)),
-            hi_time: pc.if_else(stored_open, following(lo_time), rows.column(hi_time))}
+    ends = {hi: pc.coalesce(rows.column(hi), following(lo))}
+    if hi_time in schema.names:
+        ends[hi_time] = pc.if_else(stored_open, following(lo_time), rows.column(hi_time))
     live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
     out = pa.table({c: ends.get(c, rows.column(c)) for c in schema.names})
     return out.filter(live).cast(read.select(schema.names).schema)

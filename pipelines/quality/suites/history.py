@@ -198,10 +198,10 @@ def _f_pending_placements(b: Build) -> Frame:
                and inv.replica_pending_placement(model.cluster.brokers.get(int(r.broker_id)), d, model.mv)]
     if pending and gate is not None:
         key = ["topic_id", "partition_id", "broker_id"]
-        hist = b.tables.table("replica_assignment_history")
         wanted = {(str(r.topic_id), int(r.partition_id), int(r.broker_id)) for r in pending}
-        # The pending replicas' topics first (vectorized), then their keys among what is left.
-        hist = hist[hist["topic_id"].isin({k[0] for k in wanted})]
+        # The pending replicas' topics first (pushed down to the read), then their keys among what is left.
+        hist = b.tables.history("replica_assignment_history", ["directory_state", "valid_from_time"],
+                                topics={k[0] for k in wanted})
         hist = hist[[k in wanted for k in zip(hist["topic_id"].astype(str), hist["partition_id"].astype(int),
                                                hist["broker_id"].astype(int), strict=True)]]
         placeholder = _run_starts(hist, key, hist["directory_state"].isin(_PLACEHOLDER_STATES))
@@ -229,7 +229,7 @@ def _snapshot_offsets(b: Build) -> set[int]:
 
 def _f_replica_directory_history(b: Build) -> Frame:
     uuids = b.model.uuids
-    hist = b.tables.table("replica_assignment_history")
+    hist = b.tables.history("replica_assignment_history", ["topic_name", "directory"])
     key = ["topic_id", "partition_id", "broker_id"]
     hist = hist.sort_values([*key, "valid_from_offset"])
     group = hist.groupby(key, sort=False)

@@ -130,7 +130,7 @@ def _replica_consistent(model: Model, part: PartitionRegistration, key: tuple[st
 
 def _f_offline_intervals(b: Build) -> Frame:
     key = ["topic_id", "partition_id", "broker_id"]
-    intervals = b.tables.table("offline_replicas")
+    intervals = b.tables.history("offline_replicas", ["directory", "reason"])
     open_ = intervals[intervals["end_offset"].isna()]
     replicas = b.tables.table("replica_assignments")
     offline = replicas[replicas["offline"].fillna(False).astype(bool)]

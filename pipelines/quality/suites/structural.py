@@ -75,36 +75,40 @@ def _f_partitions(b: Build) -> Frame:
     # A partition row's offset is when *it* last changed; a leader can become unacceptable later, when its broker
     # changes (fenced, a disk gone): the sample also shows since when the leader's registration is as it is.
     broker_since = {int(r.broker_id): optional_int(r.since_offset) for r in b.tables.table("brokers").itertuples()}
-    rows = []
-    for r in table_rows(b.tables.table("partitions"), *PARTITION_COLUMNS, "topic_name", "since_offset"):
-        key = (str(r.topic_id), int(r.partition_id))
-        part = model.partitions.get(key)
+    table = b.tables.table("partitions")
+    # Built a column at a time (a dict per row held 2 M of them at 2 M partitions).
+    columns: dict[str, list[Any]] = {name: [] for name in (*_PARTITION_CHECKS.values(), "replicas", "isr", "leader",
+                                                           "leader_broker_since_offset", "directories")}
+    put = [columns[name].append for name in columns]
+    for r in table_rows(table, *PARTITION_COLUMNS):
+        part = model.partitions.get((str(r.topic_id), int(r.partition_id)))
         replicas, texts = as_ints(r.replicas), as_texts(r.directories)
         # Predicates that ignore directories still apply to a row whose directory array is broken.
         bare = part if part is not None else partition_registration(r, model.uuids, False)
-        dirs = [model.uuids.get(d) for d in texts]
         i4 = (inv.partition_placeholders_ok(part) if part is not None
-              else all(d is not None and inv.directory_placeholder_ok(d) for d in dirs))
-        rows.append({"topic_id": key[0], "topic_name": r.topic_name, "partition_id": key[1],
-                     "offset": r.since_offset,
-                     "I1_directories_match_replicas": inv.directories_length_ok(replicas, texts),
-                     "I2_replicas_unique": inv.partition_replicas_unique(bare),
-                     "I2_isr_within_replicas": inv.partition_isr_subset_of_replicas(bare),
-                     "I4_partition_placeholders_defined": i4,
-                     "I14_leader_acceptable": inv.partition_leader_ok(model.cluster, bare),
-                     "I15_isr_not_empty": inv.partition_isr_nonempty_ok(bare, model.mv),
-                     "I18_reassignment_consistent": inv.partition_reassignment_ok(bare),
-                     "replicas": list(replicas), "isr": list(as_ints(r.isr)), "leader": int(r.leader),
-                     "leader_broker_since_offset": broker_since.get(int(r.leader)), "directories": texts})
+              else all(d is not None and inv.directory_placeholder_ok(d) for d in map(model.uuids.get, texts)))
+        for add, value in zip(put, (inv.directories_length_ok(replicas, texts), inv.partition_replicas_unique(bare),
+                                    inv.partition_isr_subset_of_replicas(bare), i4,
+                                    inv.partition_leader_ok(model.cluster, bare),
+                                    inv.partition_isr_nonempty_ok(bare, model.mv), inv.partition_reassignment_ok(bare),
+                                    list(replicas), list(as_ints(r.isr)), int(r.leader),
+                                    broker_since.get(int(r.leader)), texts), strict=True):
+            add(value)
+    columns |= {"topic_id": table["topic_id"].map(str).tolist(), "offset": table["since_offset"].to_numpy(dtype=object),
+                **{name: table[name].to_numpy(dtype=object) for name in ("topic_name", "partition_id")}}
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "offset": "Int64",
             "replicas": "object", "isr": "object", "leader": "Int64", "leader_broker_since_offset": "Int64",
             "directories": "object"}
-    checks = ("I1.directories_match_replicas", "I2.replicas_unique", "I2.isr_within_replicas",
-              "I4.partition_placeholders_defined", "I14.leader_acceptable", "I15.isr_not_empty",
-              "I18.reassignment_consistent")
-    return Frame("partitions", make_frame(rows, cols, checks),
+    return Frame("partitions", make_columns_frame(columns, cols, tuple(_PARTITION_CHECKS)),
                  ("row", "offset", "topic_name", "topic_id", "partition_id"),
                  ("replicas", "isr", "leader", "leader_broker_since_offset", "directories"))
+
+
+#: The partitions frame's expectations and their columns, in the order the frame computes them.
+_PARTITION_CHECKS = {name: column_of(name) for name in (
+    "I1.directories_match_replicas", "I2.replicas_unique", "I2.isr_within_replicas",
+    "I4.partition_placeholders_defined", "I14.leader_acceptable", "I15.isr_not_empty",
+    "I18.reassignment_consistent")}
 
 
 def _f_brokers(b: Build) -> Frame:

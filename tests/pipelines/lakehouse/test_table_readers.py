@@ -166,6 +166,19 @@ def test_history_tables_read_without_the_view_give_its_rows(tmp_path: Path) -> N
             got, view = history_table(tmp_path, name, "c"), read_table(tmp_path, name, "cluster_id = 'c'")
             assert got.schema == view.schema, name
             assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, view.to_pylist())), name
+            # A few columns (an interval's end time derived without its start time asked for), one topic's keys.
+            entity = VERSIONED[name][0]
+            end_time = f"{entity.interval[1]}_time"
+            keys = [k for k, _ in entity.key]
+            if "topic_id" not in keys:
+                continue
+            topic = view.column("topic_id")[0].as_py()
+            some = history_table(tmp_path, name, "c", [end_time], f"topic_id = '{topic}'")
+            wanted = [c for c in view.column_names if c in {*keys, *(f"{c}_offset" for c in entity.interval),
+                                                              end_time}]
+            assert some.column_names == wanted, name
+            expected = view.filter(pc.equal(view.column("topic_id"), topic)).select(wanted)
+            assert sorted(map(repr, some.to_pylist())) == sorted(map(repr, expected.to_pylist())), name
 
     same()
     derived = [r for r in history_table(tmp_path, "replica_assignment_history", "c").to_pylist()
