@@ -66,7 +66,7 @@ _DIRS_LEVEL = 21
 
 
 #: The operations of a batch, weighted: reassignments after a failure are what the index must follow.
-_OPERATIONS = ("create", "reassign", "reassign", "remove", "fail", "fail", "reregister")
+_OPERATIONS = ("create", "reassign", "reassign", "move", "move", "remove", "fail", "fail", "reregister")
 
 
 def _register(b: int, epoch: int, dirs: tuple[Uuid, ...]) -> RegisterBrokerRecord:
@@ -79,8 +79,9 @@ def _register(b: int, epoch: int, dirs: tuple[Uuid, ...]) -> RegisterBrokerRecor
 def failing_batches(draw: st.DrawFn) -> list[tuple[MetadataImage, list[LogEntry], MetadataImage]]:
     """Batches of a cluster whose brokers have several directories and whose replicas sit in them, where
     directories fail without their replicas being demoted (I16's violations, across several partitions and
-    topics), mixed in one batch with what changes which partitions a broker hosts: topics created and removed,
-    replicas reassigned (into other directories), brokers re-registered with fresh directories."""
+    topics), mixed in one batch with what changes which partitions a broker hosts and where: topics created and
+    removed, replicas reassigned (into other directories), replicas moved between their broker's directories,
+    brokers re-registered with fresh directories."""
     n_dirs = 0
 
     def fresh_dirs() -> tuple[Uuid, ...]:
@@ -117,6 +118,14 @@ def failing_batches(draw: st.DrawFn) -> list[tuple[MetadataImage, list[LogEntry]
                                                    isr=replicas, leader=replicas[0],
                                                    directories=tuple(draw(st.sampled_from(regs[b].directories))
                                                                      for b in replicas)))
+            elif op == "move" and parts:
+                # The replicas stay, their directories change (what AssignReplicasToDirs writes): only Directories.
+                tid, pid = draw(st.sampled_from(parts))
+                current = view.topics.get_partition(tid, pid)
+                assert current is not None
+                batch.append(PartitionChangeRecord(version=2, topic_id=tid, partition_id=pid,
+                                                   directories=tuple(draw(st.sampled_from(regs[b].directories))
+                                                                     for b in current.replicas)))
             elif op == "remove" and view.topics.by_id:
                 batch.append(RemoveTopicRecord(topic_id=draw(st.sampled_from(sorted(view.topics.by_id, key=str)))))
             elif op == "fail":
