@@ -66,7 +66,7 @@ from jbod_model.image import (
 from jbod_model.meta_properties import DirInventory, DirInventoryRow
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import PIECE_ROWS, Slices, record_from_json
+from jbod_model.records.json_codec import PIECE_ROWS, Slices, record_from_json, typed_record_reader
 from jbod_model.records.metadata import BrokerEndpoint, Record
 from jbod_model.replay import CONFIGURATION_RECORDS, configurations_of
 from jbod_model.report import DirectoryPaths
@@ -1109,6 +1109,11 @@ def record_from_row(type_name: str, version: int, data: str | None, payload: str
         body = None if data is None else orjson.loads(data)
     except ValueError as e:
         raise InputError(f"a {type_name} v{version} row of the records table has undecodable data: {e}") from None
+    # Straight to the type's generated reader where it has one, as the operator reads its input rows; anything it
+    # does not read (None) goes the whole way, which says what is wrong.
+    reader = typed_record_reader(type_name, int(version)) if payload is None else None
+    if reader is not None and (record := reader(body)) is not None:
+        return record
     obj: dict[str, Any] = {"type": type_name, "version": int(version), "data": body}
     if payload is not None:
         obj["payload"] = payload
