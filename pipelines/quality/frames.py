@@ -186,8 +186,13 @@ class Build:
         """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should).
         Not kept: the log suite reads every record once, batch by batch, and the frames that read records besides it
         read few (a registration, a feature level), so holding them all — 11 M at 2 M partitions — bought nothing."""
+        return self.decode(row.type, int(row.version), row.data, getattr(row, "payload", None))
+
+    @staticmethod
+    def decode(type_name: str, version: int, data: str | None, payload: str | None) -> Record | None:
+        """:meth:`record` of a row's values."""
         try:
-            return record_from_row(row.type, int(row.version), row.data, getattr(row, "payload", None))
+            return record_from_row(type_name, version, data, payload)
         except (JbodError, ValueError, TypeError):
             return None
 
