@@ -69,13 +69,15 @@ def _f_replicas(b: Build) -> Frame:
         ok.append(o)
         why.append(w)
     missing = _missing_replicas(b, table[key])
+    gone = len(missing["topic_id"])
     names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
              "offline", "offline_reason")
-    columns = {("offset" if n == "since_offset" else n): [*table[n].to_numpy(dtype=object), *missing.get(n, [])]
+    # A missing replica's row has its key, directory and offset; its other columns are null.
+    columns = {("offset" if n == "since_offset" else n): [*table[n].to_numpy(dtype=object),
+                                                          *missing.get(n, [None] * gone)]
                for n in names}
     view = column_of("I13.replica_view_matches")
-    columns |= {view: [*ok, *[False] * len(missing["topic_id"])],
-                "why": [*why, *["missing from replica_assignments"] * len(missing["topic_id"])]}
+    columns |= {view: [*ok, *[False] * gone], "why": [*why, *["missing from replica_assignments"] * gone]}
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "broker_id": "Int64",
             "offset": "Int64", "directory": "string", "directory_state": "string", "offline": "boolean",
             "offline_reason": "string", "why": "string"}
