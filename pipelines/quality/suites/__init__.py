@@ -7,7 +7,7 @@ docs/data-quality.md lists every expectation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from jbod_model.errors import InputError
@@ -50,25 +50,44 @@ APART_FROM_RECORDS = 100_000
 def build_frames(tables: TableSet, checks: Sequence[Check], settings: QualitySettings | None = None,
                  inputs: ExternalInputs = ExternalInputs(), *, workers: int = 1,
                  apart_from_records: int = APART_FROM_RECORDS) -> dict[str, Frame]:
-    """The frames ``checks`` validate, built once each. With ``workers`` ≥ 2, tables read from a directory (nothing
-    injected) and at least ``apart_from_records`` records, the :data:`APART` frames are built in a second process
-    (:mod:`pipelines.quality.apart`) while this one builds the others — the same frames."""
+    """The frames ``checks`` validate, built once each, by name (:func:`frames_as_built`, kept)."""
+    built = dict(frames_as_built(tables, checks, settings, inputs, workers=workers,
+                                 apart_from_records=apart_from_records))
+    return {name: built[name] for name in dict.fromkeys(c.frame for c in checks)}
+
+
+def frames_as_built(tables: TableSet, checks: Sequence[Check], settings: QualitySettings | None = None,
+                    inputs: ExternalInputs = ExternalInputs(), *, workers: int = 1,
+                    apart_from_records: int = APART_FROM_RECORDS) -> Iterator[tuple[str, Frame]]:
+    """The frames ``checks`` validate, each built once and given as soon as it is built, with its name: a caller
+    that validates each and lets it go never holds them all (at 2 M partitions they were most of the check's
+    15 GB). With ``workers`` ≥ 2, tables read from a directory (nothing injected) and at least
+    ``apart_from_records`` records, the :data:`APART` frames are built in a second process
+    (:mod:`pipelines.quality.apart`) while this one builds the others, and come last — the same frames."""
     settings = settings or QualitySettings()
     names = list(dict.fromkeys(c.frame for c in checks))
     apart = frames_apart(tables, names, workers, apart_from_records)
     if not apart:
-        return _built(tables, names, settings, inputs)
+        yield from _building(tables, names, settings, inputs)
+        return
     with Apart(build_apart, tables.cluster_id, tables.tables_dir, apart, settings, inputs) as there:
-        here = _built(tables, [n for n in names if n not in apart], settings, inputs)
-        built = {**here, **there.result()}
-    return {name: built[name] for name in names}
+        yield from _building(tables, [n for n in names if n not in apart], settings, inputs)
+        yield from there.result().items()
 
 
-def _built(tables: TableSet, names: Sequence[str], settings: QualitySettings,
-           inputs: ExternalInputs) -> dict[str, Frame]:
-    """The frames ``names``, built in this process from one :class:`Build` (the tables read once between them)."""
+def _building(tables: TableSet, names: Sequence[str], settings: QualitySettings,
+              inputs: ExternalInputs) -> Iterator[tuple[str, Frame]]:
+    """The frames ``names``, built in this process from one :class:`Build` (the tables read once between them),
+    one at a time: a frame is not kept here once given."""
     build = Build(tables, settings, inputs)
-    return {name: FRAMES[name](build) for name in names}
+    for name in names:
+        # The frames are built from millions of small objects (typed records, registrations, rows) while millions
+        # more stay alive; the collector's passes walked them again and again — a third of the check's CPU at
+        # 200 k partitions (docs/data-quality.md). Reference counting frees them; the frames hold no cycles.
+        with gc_paused():
+            frame = FRAMES[name](build)
+        yield name, frame
+        del frame
 
 
 def frames_apart(tables: TableSet, names: Sequence[str], workers: int,
@@ -84,5 +103,4 @@ def frames_apart(tables: TableSet, names: Sequence[str], workers: int,
 def build_apart(cluster_id: str, tables_dir: Path, names: Sequence[str], settings: QualitySettings,
                 inputs: ExternalInputs) -> dict[str, Frame]:
     """:func:`build_frames`' second process: ``names`` built from the tables as the first process reads them."""
-    with gc_paused():  # as check_cluster builds its frames: millions of long-lived objects
-        return _built(TableSet(cluster_id, tables_dir), names, settings, inputs)
+    return dict(_building(TableSet(cluster_id, tables_dir), names, settings, inputs))
