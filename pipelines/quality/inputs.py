@@ -62,7 +62,7 @@ class TableSet:
         """A history table's rows as :meth:`table` gives them, only ``columns`` besides the key and the interval's
         offsets, and only ``topics``' (None: every topic's), pushed down to the read and not kept: at 2 M partitions
         ``replica_assignment_history`` holds 21 M versions, which every column of held in pandas took ~10 GB.
-        ``categories``: string columns given as pandas categoricals (:func:`lexical_categories`): those 21 M
+        ``categories``: string columns given as pandas categoricals (:func:`_lexical_categories`): those 21 M
         versions name a few thousand topics and a few hundred directories, a small code per cell."""
         entity = VERSIONED[name][0]
         wanted = [k for k, _ in entity.key] + [f"{c}_offset" for c in entity.interval]
@@ -70,11 +70,11 @@ class TableSet:
         if name in self._frames or self.tables_dir is None:
             frame = self.table(name)
             frame = (frame if topics is None else frame[frame["topic_id"].isin(list(topics))])[wanted]
-            return lexical_categories(frame.astype(dict.fromkeys(categories, "category")), categories)
+            return _lexical_categories(frame.astype(dict.fromkeys(categories, "category")), categories)
         where = None if topics is None else f"topic_id IN ({', '.join(sorted(map(_sql_literal, topics))) or 'NULL'})"
         read = history_table(self.tables_dir, name, self.cluster_id, wanted, where).select(wanted)
         # Dictionary-encoded by Arrow: the cells never become Python strings.
-        return lexical_categories(read.to_pandas(categories=list(categories)), categories)
+        return _lexical_categories(read.to_pandas(categories=list(categories)), categories)
 
     def _filters(self, name: str) -> list[tuple[str, str, Any]]:
         """The cluster's rows of ``name`` as :meth:`table` reads them: ``records`` without its NoOpRecords."""
@@ -162,7 +162,7 @@ class TableSet:
         return self
 
 
-def lexical_categories(frame: pd.DataFrame, columns: Collection[str]) -> pd.DataFrame:
+def _lexical_categories(frame: pd.DataFrame, columns: Collection[str]) -> pd.DataFrame:
     """``frame`` with its categorical ``columns``' categories in lexical order, so that sorting on their codes is
     sorting on their text (as on the strings they stand for)."""
     for c in columns:
