@@ -170,8 +170,9 @@ def _image_offset(image: MetadataImage) -> int | None:
     return image.last_offset if image.last_offset >= 0 else None
 
 
-def _dir_of(partition: PartitionRegistration, broker_id: int) -> Uuid | None:
-    """``PartitionRegistration.directory`` without raising: None when not a replica or the arrays disagree."""
+def replica_directory(partition: PartitionRegistration, broker_id: int) -> Uuid | None:
+    """``PartitionRegistration.directory`` without raising: None when not a replica or the arrays disagree (a broker
+    listed twice: its first place's)."""
     try:
         return partition.directories[partition.replicas.index(broker_id)]
     except (ValueError, IndexError):
@@ -329,10 +330,19 @@ def replica_state_consistent(cluster: ClusterImage, partition: PartitionRegistra
                              state: ReplicaState) -> bool:
     """I13 on one replica-view row: its directory is the partition's, its directory state classifies it, and
     its offline flag (and the presence of a reason) agree with :func:`replica_is_offline`."""
-    offline = replica_is_offline(cluster, state.broker_id, state.directory)
-    return (_dir_of(partition, state.broker_id) == state.directory
-            and state.directory_state == DirectoryState.of(state.directory)
-            and state.offline == offline and (state.offline_reason is not None) == offline)
+    return (replica_directory(partition, state.broker_id) == state.directory
+            and replica_flags_consistent(cluster, state.broker_id, state.directory, state.directory_state,
+                                         state.offline, state.offline_reason is not None))
+
+
+def replica_flags_consistent(cluster: ClusterImage, broker_id: int, directory: Uuid, directory_state: DirectoryState,
+                             offline: bool, has_reason: bool) -> bool:
+    """I13 on what a replica-view row says of its own directory — the part of :func:`replica_state_consistent` its
+    partition does not enter: the directory state classifies the directory, and the offline flag (and the presence
+    of a reason) agree with :func:`replica_is_offline`. Millions of rows name a few hundred (broker, directory)
+    pairs, so a caller can decide this once per distinct row of these values."""
+    expected = replica_is_offline(cluster, broker_id, directory)
+    return directory_state == DirectoryState.of(directory) and offline == expected and has_reason == expected
 
 
 def partition_leader_ok(cluster: ClusterImage, partition: PartitionRegistration) -> bool:
@@ -347,7 +357,7 @@ def partition_leader_ok(cluster: ClusterImage, partition: PartitionRegistration)
     reg = cluster.brokers.get(leader)
     if reg is None or reg.fenced:
         return False
-    directory = _dir_of(partition, leader)
+    directory = replica_directory(partition, leader)
     return directory is None or reg.has_online_dir(directory)  # None: an I1 breach, reported there
 
 
@@ -695,7 +705,7 @@ def check_replica_view(image: MetadataImage, rows: Iterable[ReplicaState]) -> li
             out.append(_v("I13", f"{where} in {row.directory} says offline={row.offline} "
                                  f"(reason {row.offline_reason}, state {row.directory_state.value}); Kafka's "
                                  f"getOfflineReplicas says offline={expected} for directory "
-                                 f"{_dir_of(part, row.broker_id)}",
+                                 f"{replica_directory(part, row.broker_id)}",
                           topic_id=row.topic_id, partition_id=row.partition_id, broker_id=row.broker_id,
                           directory=row.directory, offset=offset))
     for topic, pid, part in image.topics.partitions():
@@ -725,7 +735,7 @@ def _p_i14(image: MetadataImage, tid: Uuid, pid: int, part: PartitionRegistratio
         return []
     leader = part.leader
     reg = image.cluster.brokers.get(leader)
-    directory = _dir_of(part, leader)
+    directory = replica_directory(part, leader)
     if leader not in part.replicas:
         why = f"is not a replica ({list(part.replicas)})"
     elif leader not in part.isr:
@@ -1026,8 +1036,9 @@ class _HostedIndex:
 
 
 def _places(part: PartitionRegistration | None) -> set[tuple[int, Uuid]]:
-    """A partition's (replica, directory) pairs: a superset of where :func:`_dir_of` places each replica (a broker
-    listed twice, which I2 reports, gets both directories); none while the directories are unset (before 3.7-IV2)."""
+    """A partition's (replica, directory) pairs: a superset of where :func:`replica_directory` places each replica (a
+    broker listed twice, which I2 reports, gets both directories); none while the directories are unset (before
+    3.7-IV2)."""
     return set() if part is None else set(zip(part.replicas, part.directories, strict=False))
 
 
@@ -1041,7 +1052,7 @@ def _i16_partition(tid: Uuid, pid: int, part: PartitionRegistration, brokers: se
     leading or in the ISR."""
     out = []
     for b in brokers & set(part.replicas):
-        gone = _dir_of(part, b)
+        gone = replica_directory(part, b)
         if gone is None or (b, gone) not in failed or replica_demoted(part, b):
             continue
         role = "leading" if part.leader == b else "in the ISR of"
@@ -1109,12 +1120,12 @@ def _check_i17(before: MetadataImage, entries: Entries, after: MetadataImage) ->
             continue
         for b, d in zip(new.replicas, new.directories, strict=False):
             reg = walk.broker(b)
-            if reg is not None and _dir_of(prev, b) != d and not reg.has_online_dir(d):
+            if reg is not None and replica_directory(prev, b) != d and not reg.has_online_dir(d):
                 offline_assignments[(rec.topic_id, rec.partition_id, b)] = (d, entry.offset)
     out = []
     for (tid, pid, b), (d, offset) in offline_assignments.items():
         part = after.topics.get_partition(tid, pid)
-        if (part is None or _dir_of(part, b) != d or after.cluster.has_online_dir(b, d)
+        if (part is None or replica_directory(part, b) != d or after.cluster.has_online_dir(b, d)
                 or replica_demoted(part, b)):
             continue
         role = "leader" if part.leader == b else "in the ISR"
@@ -1641,7 +1652,7 @@ class InvariantTracker:
                 continue
             prev = before.topics.get_partition(tid, pid)
             for b, d in zip(part.replicas, part.directories, strict=False):
-                if prev is not None and _dir_of(prev, b) == d:
+                if prev is not None and replica_directory(prev, b) == d:
                     continue  # directories this batch did not set
                 if replica_directory_registered(d, self._registered.get(b, ())):
                     continue

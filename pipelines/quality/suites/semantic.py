@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -11,8 +12,7 @@ import pandas as pd
 from jbod_model import invariants as inv
 from jbod_model.directory_id import DirectoryState
 from jbod_model.errors import JbodError
-from jbod_model.image import PartitionRegistration
-from jbod_model.replicas import OfflineReason, ReplicaState
+from jbod_model.replicas import OfflineReason
 from jbod_model.uuid import Uuid
 from pipelines.quality.expectations import Check, Skip, column_of, expect_true
 from pipelines.quality.frames import (
@@ -23,7 +23,6 @@ from pipelines.quality.frames import (
     make_columns_frame,
     make_frame,
     optional_int,
-    table_rows,
 )
 
 CHECKS: tuple[Check, ...] = (
@@ -49,25 +48,48 @@ def _f_replicas(b: Build) -> Frame:
     key = ["topic_id", "partition_id", "broker_id"]
     # Built a column at a time, the table's own columns as they are (a dict per row held 6 M of them at 2 M
     # partitions). Rows after a replica's first are flagged, whatever else is wrong with them.
-    again = table.duplicated(key, keep="first").to_numpy(dtype=bool) if not table.empty else []
+    again = table.duplicated(key, keep="first").to_numpy(dtype=bool).tolist() if not table.empty else []
     ok: list[bool | None] = []
     why: list[str | None] = []
     o: bool | None
     w: str | None
-    for r, second in zip(table_rows(table, *key, "directory", "directory_state", "offline", "offline_reason"), again,
-                         strict=True):
-        pk = (str(r.topic_id), int(r.partition_id))
-        part = model.partitions.get(pk)
-        if part is None and pk in model.partitions:
+    partitions = model.partitions
+    # What a row says of its own directory is decided once per distinct (broker, directory, state, offline,
+    # reason): 6 M rows at 2 M partitions name a few thousand (I13's rule split where its partition enters,
+    # ``replica_flags_consistent``). Each row then reads its partition alone.
+    flags: dict[tuple[Any, ...], _Flags] = {}
+    topics: dict[Any, bool] = {}
+    for topic, partition, broker_cell, directory, state, offline, reason, second in zip(
+            *(_cells(table, c) for c in (*key, "directory", "directory_state", "offline", "offline_reason")), again,
+            strict=True):
+        pk = (topic if type(topic) is str else str(topic), partition if type(partition) is int else int(partition))
+        broker = broker_cell if type(broker_cell) is int else int(broker_cell)
+        part = partitions.get(pk)
+        if part is None and pk in partitions:
             o, w = None, "the partition's directories are broken (I1)"
         elif second:
             o, w = False, "a second row for this replica"
-        elif part is None or int(r.broker_id) not in part.replicas:
+        elif part is None or broker not in part.replicas:
             o, w = False, "not a replica of any partition"
         else:
-            o, w = _replica_consistent(model, part, (*pk, int(r.broker_id)), r)
+            readable = topics.get(pk[0])
+            if readable is None:
+                readable = topics[pk[0]] = _readable_id(pk[0])
+            flag_key = (broker, directory, state, offline, reason)
+            found = flags.get(flag_key)
+            if found is None:
+                found = flags[flag_key] = _replica_flags(model, broker, directory, state, offline, reason)
+            if not readable:
+                o, w = False, "unreadable directory, state or reason"
+            elif found.unreadable is not None:
+                o, w = False, found.unreadable
+            elif found.consistent and inv.replica_directory(part, broker) == found.directory:
+                o, w = True, None
+            else:
+                o, w = False, found.otherwise
         ok.append(o)
         why.append(w)
+    del flags, topics
     missing = _missing_replicas(b, table[key])
     gone = len(missing["topic_id"])
     names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
@@ -86,48 +108,98 @@ def _f_replicas(b: Build) -> Frame:
                  ("directory", "directory_state", "offline", "offline_reason", "why"))
 
 
+def _cells(frame: pd.DataFrame, column: str) -> list[Any]:
+    """A column's cells as Python values, as ``itertuples`` gives them (NumPy makes the ints and bools in C)."""
+    return frame[column].to_numpy().tolist()  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class _Flags:
+    """What a replica-view row's (broker, directory, state, offline, reason) decide without its partition:
+    ``unreadable`` (why the row cannot be read, or None), whether they are consistent
+    (``replica_flags_consistent``), the directory they name and the reason given when the row is not consistent."""
+
+    unreadable: str | None
+    consistent: bool
+    directory: Uuid | None
+    otherwise: str | None
+
+
+def _readable_id(text: str) -> bool:
+    try:
+        Uuid.from_string(text)
+    except (JbodError, ValueError):
+        return False
+    return True
+
+
+def _replica_flags(model: Model, broker: int, directory_text: Any, state_text: Any, offline: Any,
+                   reason_text: Any) -> _Flags:
+    directory = model.uuids.get(directory_text)
+    try:
+        state = DirectoryState(state_text)
+        reason = None if reason_text is None else OfflineReason(reason_text)
+        flag = bool(offline)
+    except (JbodError, ValueError):
+        return _Flags("unreadable directory, state or reason", False, None, None)
+    if directory is None:
+        return _Flags("unreadable directory", False, None, None)
+    consistent = inv.replica_flags_consistent(model.cluster, broker, directory, state, flag, reason is not None)
+    expected = inv.replica_is_offline(model.cluster, broker, directory)
+    return _Flags(None, consistent, directory, f"Kafka's rule says offline={expected}")
+
+
 def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
     """The replicas of the current partitions (those whose registration the model could form) that have no
     ``replica_assignments`` row: key, the partition's directory for it and the partition row's offset, in the
     partitions table's order (a partition listed twice: its first place, its last values)."""
-    rows: dict[str, list[Any]] = {"topic_id": [], "partition_id": [], "broker_id": [], "directory": [],
-                                  "since_offset": []}
-    for r in table_rows(b.tables.table("partitions"), "topic_id", "partition_id", "since_offset"):
-        part = b.model.partitions.get((str(r.topic_id), int(r.partition_id)))
+    registrations = b.model.partitions
+    table = b.tables.table("partitions")
+    topics: list[str] = []
+    partition_ids: list[int] = []
+    brokers: list[int] = []
+    directories: list[str] = []
+    offsets: list[int | None] = []
+    # Keys matched as integers (a topic id as its index among the partitions' topics): millions of replicas at 2 M
+    # partitions, where a join on the ids' text cost seconds.
+    codes: dict[str, int] = {}
+    topic_codes: list[int] = []
+    texts: dict[Uuid, str] = {}
+    for topic, partition, since in zip(*(_cells(table, c) for c in ("topic_id", "partition_id", "since_offset")),
+                                       strict=True):
+        pk = (topic if type(topic) is str else str(topic), partition if type(partition) is int else int(partition))
+        part = registrations.get(pk)
         if part is None:
             continue  # I1 (or an unparseable id) makes the view undefined for this partition
-        for broker, directory in zip(part.replicas, part.directories, strict=True):
-            for name, value in zip(rows, (str(r.topic_id), int(r.partition_id), broker, str(directory),
-                                          optional_int(r.since_offset)), strict=True):
-                rows[name].append(value)
-    key = ["topic_id", "partition_id", "broker_id"]
-    types = {"topic_id": object, "partition_id": "int64", "broker_id": "int64"}
-    expected = pd.DataFrame(rows).astype(types)
+        n = len(part.replicas)  # as many directories: the model forms no registration otherwise (I1)
+        topics += [pk[0]] * n
+        topic_codes += [codes.setdefault(pk[0], len(codes))] * n
+        partition_ids += [pk[1]] * n
+        brokers += part.replicas
+        for d in part.directories:
+            text = texts.get(d)
+            if text is None:
+                text = texts[d] = str(d)
+            directories.append(text)
+        offsets += [since if type(since) is int else optional_int(since)] * n
+    key = ["topic", "partition_id", "broker_id"]
+    expected = pd.DataFrame({"topic": pd.Series(topic_codes, dtype="int64"),
+                             "partition_id": pd.Series(partition_ids, dtype="int64"),
+                             "broker_id": pd.Series(brokers, dtype="int64"),
+                             "topic_id": pd.Series(topics, dtype=object),
+                             "directory": pd.Series(directories, dtype=object),
+                             "since_offset": pd.Series(offsets, dtype=object)})
+    del topics, topic_codes, partition_ids, brokers, directories, offsets
     if expected.duplicated(key).any():
         last = expected.drop_duplicates(key, keep="last").set_index(key)
         expected = expected.loc[~expected.duplicated(key), key].join(last, on=key)
-    have = present.astype(types).drop_duplicates()
+    have = pd.DataFrame({"topic": present["topic_id"].astype(object).map(codes).fillna(-1).astype("int64"),
+                         "partition_id": present["partition_id"].astype("int64"),
+                         "broker_id": present["broker_id"].astype("int64")}).drop_duplicates()
     found = expected.merge(have, on=key, how="left", indicator=True)
     gone = found[found["_merge"] == "left_only"]
-    return {name: gone[name].tolist() for name in rows}
-
-
-def _replica_consistent(model: Model, part: PartitionRegistration, key: tuple[str, int, int],
-                        row: Any) -> tuple[bool, str | None]:
-    directory = model.uuids.get(row.directory)
-    try:
-        state = ReplicaState(topic_id=Uuid.from_string(key[0]), partition_id=key[1], broker_id=key[2],
-                             directory=directory if directory is not None else Uuid(0, 0),
-                             directory_state=DirectoryState(row.directory_state), offline=bool(row.offline),
-                             offline_reason=None if row.offline_reason is None else OfflineReason(row.offline_reason))
-    except (JbodError, ValueError):
-        return False, "unreadable directory, state or reason"
-    if directory is None:
-        return False, "unreadable directory"
-    if inv.replica_state_consistent(model.cluster, part, state):
-        return True, None
-    expected = inv.replica_is_offline(model.cluster, key[2], directory)
-    return False, f"Kafka's rule says offline={expected}"
+    return {name: gone[name].tolist() for name in ("topic_id", "partition_id", "broker_id", "directory",
+                                                    "since_offset")}
 
 
 def _f_offline_intervals(b: Build) -> Frame:
