@@ -4,7 +4,9 @@ conversions of table cells (nullable ints, lists, directory ids)."""
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,10 @@ class Uuids:
         self._cache: dict[str, Uuid | None] = {}
 
     def get(self, text: Any) -> Uuid | None:
+        try:
+            return self._cache[text]  # a text seen before: one lookup (millions of cells, a few hundred ids)
+        except (KeyError, TypeError):
+            pass
         if text is None or (isinstance(text, float) and math.isnan(text)):
             return None
         key = str(text)
@@ -142,12 +148,19 @@ def _broker_registration(row: Any, uuids: Uuids) -> BrokerRegistration:
                               directories=tuple(d for d in dirs if d is not None))
 
 
-def partition_registration(row: Any, uuids: Uuids, directories: bool) -> PartitionRegistration:
+def partition_registration(row: Any, uuids: Uuids, directories: bool, *,
+                           read: tuple[tuple[int, ...], tuple[Uuid | None, ...]] | None = None
+                           ) -> PartitionRegistration:
     """The registration of a ``partitions`` row; with ``directories`` False its directories are left empty (the
-    constructor refuses a mismatched array; I1 reports those rows)."""
-    dirs = tuple(uuids.get(d) for d in as_texts(row.directories)) if directories else ()
+    constructor refuses a mismatched array; I1 reports those rows). ``read``: the row's replicas and directory ids,
+    already converted by the caller."""
+    if read is None:
+        replicas = as_ints(row.replicas)
+        dirs = tuple(uuids.get(d) for d in as_texts(row.directories)) if directories else ()
+    else:
+        replicas, dirs = read[0], read[1] if directories else ()
     return PartitionRegistration(
-        replicas=as_ints(row.replicas), directories=tuple(d for d in dirs if d is not None), isr=as_ints(row.isr),
+        replicas=replicas, directories=tuple(d for d in dirs if d is not None), isr=as_ints(row.isr),
         removing_replicas=as_ints(row.removing_replicas), adding_replicas=as_ints(row.adding_replicas),
         elr=as_ints(row.eligible_leader_replicas), last_known_elr=as_ints(row.last_known_elr), leader=int(row.leader),
         leader_recovery_state=int(row.leader_recovery_state), leader_epoch=int(row.leader_epoch),
@@ -159,16 +172,22 @@ def _current_mv(features: pd.DataFrame) -> MetadataVersion:
     return UNSET if rows.empty else MetadataVersion(int(rows["level"].iloc[0]))
 
 
+#: ``x is None`` in C (``None in ids`` would call each Uuid's ``__eq__``).
+_is_none = functools.partial(operator.is_, None)
+
+
 def _model(tables: TableSet) -> Model:
     uuids = Uuids()
     brokers = {int(r.broker_id): _broker_registration(r, uuids) for r in tables.table("brokers").itertuples()}
     partitions: dict[tuple[str, int], PartitionRegistration | None] = {}
     for r in table_rows(tables.table("partitions"), *PARTITION_COLUMNS):
+        # Each list converted once: the check and the registration read the same values.
         texts = as_texts(r.directories)
-        usable = (inv.directories_length_ok(as_ints(r.replicas), texts)
-                  and all(uuids.get(d) is not None for d in texts))
-        partitions[(str(r.topic_id), int(r.partition_id))] = (partition_registration(r, uuids, True) if usable
-                                                              else None)
+        replicas = as_ints(r.replicas)
+        dirs = tuple(map(uuids.get, texts))
+        usable = inv.directories_length_ok(replicas, texts) and not any(map(_is_none, dirs))
+        partitions[(str(r.topic_id), int(r.partition_id))] = (
+            partition_registration(r, uuids, True, read=(replicas, dirs)) if usable else None)
     now_offset, now_ms = tables.clock()
     return Model(mv=_current_mv(tables.table("features")), cluster=ClusterImage(brokers=brokers),
                   partitions=partitions, uuids=uuids, now_offset=now_offset, now_ms=now_ms)
