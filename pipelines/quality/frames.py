@@ -29,7 +29,8 @@ from pipelines.quality.inputs import ExternalInputs, TableSet
 
 
 class Uuids:
-    """Directory ids parsed once (a cluster has few distinct directories and millions of replica rows)."""
+    """Ids parsed once, None for a text that is no id (a cluster has few distinct directories and topics and
+    millions of replica rows)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Uuid | None] = {}
@@ -148,19 +149,12 @@ def _broker_registration(row: Any, uuids: Uuids) -> BrokerRegistration:
                               directories=tuple(d for d in dirs if d is not None))
 
 
-def partition_registration(row: Any, uuids: Uuids, directories: bool, *,
-                           read: tuple[tuple[int, ...], tuple[Uuid | None, ...]] | None = None
-                           ) -> PartitionRegistration:
-    """The registration of a ``partitions`` row; with ``directories`` False its directories are left empty (the
-    constructor refuses a mismatched array; I1 reports those rows). ``read``: the row's replicas and directory ids,
-    already converted by the caller."""
-    if read is None:
-        replicas = as_ints(row.replicas)
-        dirs = tuple(uuids.get(d) for d in as_texts(row.directories)) if directories else ()
-    else:
-        replicas, dirs = read[0], read[1] if directories else ()
+def partition_registration(row: Any, replicas: tuple[int, ...],
+                           directories: tuple[Uuid | None, ...]) -> PartitionRegistration:
+    """The registration of a ``partitions`` row with its ``replicas`` and ``directories`` as the caller converted
+    them (``()`` leaves the directories empty: the constructor refuses a mismatched array; I1 reports those rows)."""
     return PartitionRegistration(
-        replicas=replicas, directories=tuple(d for d in dirs if d is not None), isr=as_ints(row.isr),
+        replicas=replicas, directories=tuple(d for d in directories if d is not None), isr=as_ints(row.isr),
         removing_replicas=as_ints(row.removing_replicas), adding_replicas=as_ints(row.adding_replicas),
         elr=as_ints(row.eligible_leader_replicas), last_known_elr=as_ints(row.last_known_elr), leader=int(row.leader),
         leader_recovery_state=int(row.leader_recovery_state), leader_epoch=int(row.leader_epoch),
@@ -187,7 +181,7 @@ def _model(tables: TableSet) -> Model:
         dirs = tuple(map(uuids.get, texts))
         usable = inv.directories_length_ok(replicas, texts) and not any(map(_is_none, dirs))
         partitions[(str(r.topic_id), int(r.partition_id))] = (
-            partition_registration(r, uuids, True, read=(replicas, dirs)) if usable else None)
+            partition_registration(r, replicas, dirs) if usable else None)
     now_offset, now_ms = tables.clock()
     return Model(mv=_current_mv(tables.table("features")), cluster=ClusterImage(brokers=brokers),
                   partitions=partitions, uuids=uuids, now_offset=now_offset, now_ms=now_ms)

@@ -58,7 +58,6 @@ def _f_replicas(b: Build) -> Frame:
     # reason): 6 M rows at 2 M partitions name a few thousand (I13's rule split where its partition enters,
     # ``replica_flags_consistent``). Each row then reads its partition alone.
     flags: dict[tuple[Any, ...], _Flags] = {}
-    topics: dict[Any, bool] = {}
     for topic, partition, broker_cell, directory, state, offline, reason, second in zip(
             *(_cells(table, c) for c in (*key, "directory", "directory_state", "offline", "offline_reason")), again,
             strict=True):
@@ -72,14 +71,11 @@ def _f_replicas(b: Build) -> Frame:
         elif part is None or broker not in part.replicas:
             o, w = False, "not a replica of any partition"
         else:
-            readable = topics.get(pk[0])
-            if readable is None:
-                readable = topics[pk[0]] = _readable_id(pk[0])
             flag_key = (broker, directory, state, offline, reason)
             found = flags.get(flag_key)
             if found is None:
                 found = flags[flag_key] = _replica_flags(model, broker, directory, state, offline, reason)
-            if not readable:
+            if model.uuids.get(pk[0]) is None:  # a topic id that is no id
                 o, w = False, "unreadable directory, state or reason"
             elif found.unreadable is not None:
                 o, w = False, found.unreadable
@@ -89,7 +85,7 @@ def _f_replicas(b: Build) -> Frame:
                 o, w = False, found.otherwise
         ok.append(o)
         why.append(w)
-    del flags, topics
+    del flags
     missing = _missing_replicas(b, table[key])
     gone = len(missing["topic_id"])
     names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
@@ -123,14 +119,6 @@ class _Flags:
     consistent: bool
     directory: Uuid | None
     otherwise: str | None
-
-
-def _readable_id(text: str) -> bool:
-    try:
-        Uuid.from_string(text)
-    except (JbodError, ValueError):
-        return False
-    return True
 
 
 def _replica_flags(model: Model, broker: int, directory_text: Any, state_text: Any, offline: Any,

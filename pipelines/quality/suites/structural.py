@@ -84,7 +84,7 @@ def _f_partitions(b: Build) -> Frame:
         part = model.partitions.get((str(r.topic_id), int(r.partition_id)))
         replicas, texts = as_ints(r.replicas), as_texts(r.directories)
         # Predicates that ignore directories still apply to a row whose directory array is broken.
-        bare = part if part is not None else partition_registration(r, model.uuids, False)
+        bare = part if part is not None else partition_registration(r, replicas, ())
         i4 = (inv.partition_placeholders_ok(part) if part is not None
               else all(d is not None and inv.directory_placeholder_ok(d) for d in map(model.uuids.get, texts)))
         for add, value in zip(put, (inv.directories_length_ok(replicas, texts), inv.partition_replicas_unique(bare),
