@@ -449,18 +449,35 @@ def fault_invariant(message: str) -> str | None:
 # Walking a batch: the state just before each record
 
 
+#: What each PartitionChangeRecord of a batch did, by its index in the batch, as the batch's replay saw it: the
+#: partition before the record, and what the record made of it (None: no partition, or replay refused the change).
+_PartitionTrace = Mapping[int, tuple[PartitionRegistration | None, PartitionRegistration | None]]
+
+#: The records whose effect a :data:`_PartitionTrace` holds, or that only change partitions: a traced recording
+#: never looks a partition up (every walk asks for the current record's own partition alone).
+_TRACED = (PartitionRecord, PartitionChangeRecord, RemoveTopicRecord)
+
+
 class _Recording:
     """What a batch's records do to brokers, partitions and metadata.version, entry by entry: per key the values
     it took and at which entry. Best effort and never raising: a record that replay would refuse is skipped, so
     checks can explain a refused batch too. Recorded lazily, as far as a :class:`_Walk` has come; one recording
     serves every step check of :func:`check_step` (each check used to walk the batch again, merging every
-    PartitionChangeRecord once per check)."""
+    PartitionChangeRecord once per check).
 
-    __slots__ = ("_brokers", "_changed", "_entries", "_gone", "_partitions", "_topics", "image", "mvs", "recorded")
+    With a ``trace`` of the batch's replay (:meth:`InvariantTracker.end_batch` replays every batch it checks), a
+    PartitionChangeRecord's partition before and after come from the trace instead of a second merge: the replay
+    merged each one already, and a batch that replayed with nothing left out agrees with the recording
+    (``tests/properties/test_step_walk_properties.py``). Only brokers and metadata.version are recorded then, all
+    at once."""
 
-    def __init__(self, image: MetadataImage, entries: Sequence[LogEntry]) -> None:
+    __slots__ = ("_brokers", "_changed", "_entries", "_gone", "_partitions", "_topics", "_trace", "image", "mvs",
+                 "recorded")
+
+    def __init__(self, image: MetadataImage, entries: Sequence[LogEntry], trace: _PartitionTrace | None = None) -> None:
         self.image = image
         self._entries = entries
+        self._trace = trace
         self.recorded = 0  # entries [0, recorded) are recorded
         # key -> [(index of the entry that set it, value)], ascending; None = unregistered / topic removed.
         self._brokers: dict[int, list[tuple[int, BrokerRegistration | None]]] = {}
@@ -474,6 +491,11 @@ class _Recording:
         self.mvs: dict[int, MetadataVersion] = {}
         # Entry index -> what a PartitionChangeRecord made of its partition (None: no partition, or refused).
         self._changed: dict[int, PartitionRegistration | None] = {}
+        if trace is not None:
+            for i, entry in enumerate(entries):
+                if not isinstance(entry.record, _TRACED):
+                    self._advance(i, entry.record)
+            self.recorded = len(entries)
 
     def broker(self, broker_id: int, at: int) -> BrokerRegistration | None:
         """The broker's registration just before entry ``at``."""
@@ -494,9 +516,19 @@ class _Recording:
             return None
         return self.image.topics.get_partition(topic_id, partition_id)
 
+    def previous(self, at: int) -> PartitionRegistration | None:
+        """The partition of entry ``at`` (a PartitionChangeRecord) just before it."""
+        if self._trace is not None:
+            return self._trace[at][0]
+        record = self._entries[at].record
+        assert isinstance(record, PartitionChangeRecord)
+        return self.partition(record.topic_id, record.partition_id, at)
+
     def changed(self, at: int) -> PartitionRegistration | None:
         """What entry ``at`` (a PartitionChangeRecord) made of its partition; None when there was no partition or
         replay would refuse the change."""
+        if self._trace is not None:
+            return self._trace[at][1]
         return self._changed.get(at)
 
     def record_through(self, index: int) -> None:
@@ -572,8 +604,9 @@ class _Walk:
     def broker(self, broker_id: int) -> BrokerRegistration | None:
         return self._recording.broker(broker_id, self.at)
 
-    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
-        return self._recording.partition(topic_id, partition_id, self.at)
+    def previous(self) -> PartitionRegistration | None:
+        """The current record's partition (it is a PartitionChangeRecord) just before it."""
+        return self._recording.previous(self.at)
 
     def changed(self) -> PartitionRegistration | None:
         """What the current record, a PartitionChangeRecord, makes of its partition: ``partition(...).merge``
@@ -595,7 +628,8 @@ def _walk(image: MetadataImage, entries: Sequence[LogEntry]) -> Iterator[tuple[L
         recording = _Recording(image, entries)
     walk = _Walk(recording)
     for j, entry in enumerate(entries):
-        recording.record_through(j)
+        if recording.recorded <= j:
+            recording.record_through(j)
         walk.at = j
         yield entry, walk
         mv = recording.mvs.get(j)
@@ -782,7 +816,7 @@ def _check_i1_step(before: MetadataImage, entries: Entries, after: MetadataImage
                                 f"{len(rec.directories)} directories for replicas {list(rec.replicas)}",
                           topic_id=rec.topic_id, partition_id=rec.partition_id, offset=entry.offset))
         elif isinstance(rec, PartitionChangeRecord) and rec.directories is not None:
-            prev = walk.partition(rec.topic_id, rec.partition_id)
+            prev = walk.previous()
             current = prev.replicas if prev is not None else None
             if not partition_change_directories_length_ok(rec, current):
                 replicas = rec.replicas if rec.replicas is not None else current
@@ -920,7 +954,7 @@ def _check_i10(before: MetadataImage, entries: Entries, after: MetadataImage) ->
                                  f"metadata.version {walk.mv} carries no Directories",
                           topic_id=rec.topic_id, partition_id=rec.partition_id, offset=entry.offset))
         elif isinstance(rec, PartitionChangeRecord) and rec.replicas is not None and rec.directories is None:
-            prev = walk.partition(rec.topic_id, rec.partition_id)
+            prev = walk.previous()
             if prev is None or not partition_directories_length_ok(prev):
                 continue
             # What PartitionChangeBuilder would compute (R8.2): surviving replicas keep their directory, new
@@ -955,7 +989,7 @@ def _check_i11(before: MetadataImage, entries: Entries, after: MetadataImage) ->
                 placed = list(zip(rec.replicas, rec.directories, strict=False))
         elif isinstance(rec, PartitionChangeRecord) and rec.replicas is not None:
             tid, pid = rec.topic_id, rec.partition_id
-            prev = walk.partition(tid, pid)
+            prev = walk.previous()
             new = walk.changed()
             if prev is None or new is None:
                 continue
@@ -1114,7 +1148,7 @@ def _check_i17(before: MetadataImage, entries: Entries, after: MetadataImage) ->
         rec = entry.record
         if not isinstance(rec, PartitionChangeRecord) or rec.directories is None:
             continue
-        prev = walk.partition(rec.topic_id, rec.partition_id)
+        prev = walk.previous()
         new = walk.changed()
         if prev is None or new is None:
             continue
@@ -1155,7 +1189,7 @@ def _check_i19(before: MetadataImage, entries: Entries, after: MetadataImage) ->
                 del expected[key]
         elif isinstance(rec, PartitionChangeRecord):
             key = (rec.topic_id, rec.partition_id)
-            prev = walk.partition(*key)
+            prev = walk.previous()
             if prev is None:
                 continue
             if walk.changed() is None:  # replay refuses the change
@@ -1352,9 +1386,10 @@ def check_step(image_before: MetadataImage, entries: Sequence[LogEntry], image_a
 
 
 def _check_step(image_before: MetadataImage, entries: Sequence[LogEntry], image_after: MetadataImage,
-                names: Iterable[str] | None, hosted: _HostedIndex | None) -> list[Violation]:
+                names: Iterable[str] | None, hosted: _HostedIndex | None,
+                trace: _PartitionTrace | None = None) -> list[Violation]:
     out: list[Violation] = []
-    token = _SHARED.set((image_before, entries, _Recording(image_before, entries)))
+    token = _SHARED.set((image_before, entries, _Recording(image_before, entries, trace)))
     lent = _HOSTED.set(None if hosted is None else (image_after, hosted))
     try:
         for inv in _selected(names):
@@ -1548,12 +1583,24 @@ class InvariantTracker:
         if not committed:
             return []
         delta = MetadataDelta(self._image)
-        for entry in committed:
+        # The step checks read what each PartitionChangeRecord did from this replay (_Recording's trace) — unless a
+        # skipped range lies behind the batch: then replay may leave a record out that the recording keeps, and
+        # the recording decides alone, as for a caller that replays on its own.
+        trace: dict[int, tuple[PartitionRegistration | None, PartitionRegistration | None]] | None = \
+            {} if self._step_checks and current_gap() is None else None
+        for j, entry in enumerate(committed):
+            record = entry.record
             try:
-                delta.replay(entry.record, entry.offset)
+                if trace is not None and isinstance(record, PartitionChangeRecord):
+                    # Without a skipped range, replay merges the change or raises: nothing is left out.
+                    prev = delta.partition(record.topic_id, record.partition_id)
+                    delta.replay(record, entry.offset)
+                    trace[j] = (prev, delta.partition(record.topic_id, record.partition_id))
+                else:
+                    delta.replay(record, entry.offset)
             except ReplayFault as fault:
                 raise fault.located(offset=entry.offset, source=entry.source) from None
-        return self.observe_batch(committed, delta.apply())
+        return self._observe(committed, delta.apply(), trace)
 
     def feed_batch(self, entries: Iterable[LogEntry]) -> list[Violation]:
         """Replay and check one whole batch (closing any batch still buffered first)."""
@@ -1564,6 +1611,10 @@ class InvariantTracker:
     def observe_batch(self, entries: Sequence[LogEntry], image_after: MetadataImage) -> list[Violation]:
         """Check one batch that the caller replayed: ``entries`` are its committed records, ``image_after``
         the image they produced from :attr:`image`. Updates the history and returns every violation."""
+        return self._observe(entries, image_after, None)
+
+    def _observe(self, entries: Sequence[LogEntry], image_after: MetadataImage,
+                 trace: _PartitionTrace | None) -> list[Violation]:
         if not entries:
             return []
         before = self._image
@@ -1571,7 +1622,7 @@ class InvariantTracker:
         if self._step_checks:
             if self._hosted is not None:
                 self._hosted.advance(before, entries, image_after)
-            out.extend(_check_step(before, entries, image_after, self._step_names, self._hosted))
+            out.extend(_check_step(before, entries, image_after, self._step_names, self._hosted, trace))
         if self._image_checks:
             out.extend(self._check_touched(image_after, entries))
         if self._history_checks:

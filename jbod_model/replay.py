@@ -141,6 +141,11 @@ class MetadataDelta:
             return self._brokers[broker_id]
         return None if self._snapshot else self._base.cluster.brokers.get(broker_id)
 
+    def partition(self, topic_id: Uuid, partition_id: int) -> PartitionRegistration | None:
+        """The partition as the records replayed so far left it (``TopicsDelta``'s view of its topic)."""
+        change = self._topic(topic_id)
+        return None if change is None else change.get(partition_id)
+
     def _topic(self, topic_id: Uuid) -> _TopicChange | None:
         # Ids decoded from a log are shared instances (one per id), so nearly every partition record's topic is
         # found by identity, without the dataclass's Python-level __hash__ that a lookup in _topics costs.

@@ -614,6 +614,17 @@ class TestDeltaBookkeeping:
         assert (the_partition(first).leader, the_partition(first).leader_epoch) == (2, 1)
         assert (the_partition(second).leader, the_partition(second).leader_epoch) == (1, 2)
 
+    def test_a_partition_is_looked_up_as_the_records_replayed_so_far_left_it(self) -> None:
+        base = replay_records(cluster(part([1, 2], [D1, D2])))
+        delta = MetadataDelta(base)
+        assert delta.partition(T1, 0) is the_partition(base)
+        delta.replay(pcr(leader=2), 10)
+        assert delta.partition(T1, 0) == the_partition(base).merge(pcr(leader=2))
+        assert delta.partition(T1, 1) is None
+        delta.replay(RemoveTopicRecord(topic_id=T1), 11)
+        assert delta.partition(T1, 0) is None
+        assert the_partition(base).leader_epoch == 0  # the base image is untouched
+
     def test_topic_id_removed_and_recreated_in_one_delta(self) -> None:
         base = replay_records(cluster(part([1], [D1])))
         records: list[Record] = [RemoveTopicRecord(topic_id=T1), topic("bar", T1), RemoveTopicRecord(topic_id=T1),
