@@ -609,7 +609,7 @@ class _Walk:
         return self._recording.previous(self.at)
 
     def changed(self) -> PartitionRegistration | None:
-        """What the current record, a PartitionChangeRecord, makes of its partition: ``partition(...).merge``
+        """What the current record, a PartitionChangeRecord, makes of its partition: ``previous().merge``
         (None when there is no partition or replay would refuse the change)."""
         return self._recording.changed(self.at)
 
