@@ -102,5 +102,5 @@ def frames_apart(tables: TableSet, names: Sequence[str], workers: int,
 
 def build_apart(cluster_id: str, tables_dir: Path, names: Sequence[str], settings: QualitySettings,
                 inputs: ExternalInputs) -> dict[str, Frame]:
-    """:func:`build_frames`' second process: ``names`` built from the tables as the first process reads them."""
+    """:func:`frames_as_built`' second process: ``names`` built from the tables as the first process reads them."""
     return dict(_building(TableSet(cluster_id, tables_dir), names, settings, inputs))
