@@ -48,6 +48,7 @@ from jbod_model.records.metadata import (
     UnregisterBrokerRecord,
 )
 from jbod_model.report import (
+    Awaited,
     DirectoryPaths,
     FollowedStates,
     HostedChange,
@@ -280,6 +281,7 @@ class TablePartitions:
         names, self._topic_names = _encoded(versions.column("topic_name"))
         directories, texts = _encoded_lists(versions.column("directories"))
         self._directory_ids = [Uuid.from_string(d) for d in texts]
+        self._directory_index = {d: i for i, d in enumerate(self._directory_ids)}
         # Every column as plain arrays (a list column as its values and each row's first index): a follow-up reads
         # a few items of them (:meth:`followed`), where an Arrow ``take`` and ``to_pylist`` of the rows cost a
         # millisecond a call and tens of microseconds a row.
@@ -295,8 +297,7 @@ class TablePartitions:
         self._replica_starts: Any = None
         self._replica_ends: Any = None
         self._broker_rows: dict[int, tuple[int, int]] = {}
-        # Numpy views of the columns :meth:`hosted_change` reads (made at its first call) and, per broker, the rows
-        # whose ISR holds it.
+        # Numpy views of the columns (:meth:`_numpy`).
         self._np_keyed: Any = None
         self._np_starts: Any = None
         self._np_ends: Any = None
@@ -305,7 +306,6 @@ class TablePartitions:
         self._np_names: Any = None
         self._np_base = 0
         self._np_lists: list[tuple[Any, Any]] = []
-        self._listed: dict[tuple[int, int], tuple[Any, Any]] = {}
 
     def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
         # The row of each partition's version at ``offset``, if it existed then, and three items of it. Inline, not
@@ -359,15 +359,7 @@ class TablePartitions:
         in_isr, _ = self._holding(b, 2, rows)
         in_isr_after, _ = self._holding(b, 2, later)
         # The broker's directory of each after the batch: the directory beside it in the registration's lists.
-        held, at = self._holding(b, 0, later)
-        held &= exists
-        (_, replica_firsts), (directory_values, directory_firsts) = self._np_lists[0], self._np_lists[1]
-        if np.any(held & (directory_firsts[later + 1] - directory_firsts[later] != replica_firsts[later + 1]
-                          - replica_firsts[later])):
-            raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories do not "
-                             "match its replicas")
-        directory_after = np.where(held, directory_values[np.where(
-            held, directory_firsts[later] + at - replica_firsts[later], 0)], -1) if len(later) else later
+        directory_after = np.where(exists, self._directory_of(b, later), -1)
         unique, names, topic = self._unique, self._topic_names, self._np_names
         replica_dir, partition_dir = self._replica_dirs, self._directory_ids
         return HostedChange(
@@ -390,44 +382,69 @@ class TablePartitions:
         """The row of each partition's version at ``offset`` (-1: none then), as :meth:`followed` finds one."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
-        if self._np_keyed is None:
-            self._np_starts = np.frombuffer(self._starts, np.int64)
-            self._np_ends = np.frombuffer(self._ends, np.int64)
-            self._np_firsts = np.frombuffer(self._firsts, np.int64)
-            self._np_leader = np.frombuffer(self._leader, np.int64)
-            self._np_names = np.frombuffer(self._names, np.int32)
-            self._np_lists = [(np.frombuffer(v, np.int32), np.frombuffer(f, np.int64)) for v, f in self._lists]
-            # The rows are ordered by partition, then start: one sorted key, the partition above the start.
-            self._np_base = int(self._np_starts.min()) if len(self._np_starts) else 0
-            self._np_keyed = (np.frombuffer(self._key_index, np.int64) << _START_BITS) + (
-                self._np_starts - self._np_base)
-        at = np.int64(offset - self._np_base)
-        if not 0 <= offset - self._np_base < 1 << _START_BITS:
-            at = np.int64(-1 if offset < self._np_base else (1 << _START_BITS) - 1)
+        self._numpy()
         keys = partitions.astype(np.int64)
-        rows = np.searchsorted(self._np_keyed, (keys << _START_BITS) + at, "right") - 1
+        rows = np.searchsorted(self._np_keyed, (keys << _START_BITS) + self._start_key(offset), "right") - 1
         found = rows >= self._np_firsts[keys]
         safe = np.maximum(rows, 0)
         return np.where(found & (self._np_ends[safe] > offset), rows, -1)
 
-    def _holding(self, broker_id: int, column: int, rows: Any) -> tuple[Any, Any]:
-        """Whether each of ``rows`` lists the broker in list column ``column`` of :data:`_LISTS` (0: the replicas,
-        2: the ISR), and where in the column's flattened values (meaningless where not)."""
+    def _numpy(self) -> None:
+        """Numpy views of the columns (made once, at the first call that reads them as arrays)."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
-        # Per broker and column, the rows listing it and where, ascending (a few hundred brokers change: each
-        # broker's are found once, by one scan of the column's values).
-        found = self._listed.get((broker_id, column))
-        if found is None:
-            values, firsts = self._np_lists[column]
-            at = np.flatnonzero(values == broker_id)
-            found = (np.searchsorted(firsts, at, "right") - 1, at)
-            self._listed[(broker_id, column)] = found
-        listing, where = found
-        i = np.minimum(np.searchsorted(listing, rows), max(len(listing) - 1, 0))
-        if not len(listing):
-            return np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)
-        return listing[i] == rows, where[i]
+        if self._np_keyed is not None:
+            return
+        self._np_starts = np.frombuffer(self._starts, np.int64)
+        self._np_ends = np.frombuffer(self._ends, np.int64)
+        self._np_firsts = np.frombuffer(self._firsts, np.int64)
+        self._np_leader = np.frombuffer(self._leader, np.int64)
+        self._np_names = np.frombuffer(self._names, np.int32)
+        self._np_lists = [(np.frombuffer(v, np.int32), np.frombuffer(f, np.int64)) for v, f in self._lists]
+        # The rows are ordered by partition, then start: one sorted key, the partition above the start.
+        self._np_base = int(self._np_starts.min()) if len(self._np_starts) else 0
+        self._np_keyed = (np.frombuffer(self._key_index, np.int64) << _START_BITS) + (self._np_starts - self._np_base)
+
+    def _start_key(self, offset: int) -> int:
+        """``offset`` as the start part of :meth:`_numpy`'s sorted keys, clamped to their range."""
+        return min(max(offset - self._np_base, -1), (1 << _START_BITS) - 1)
+
+    def _holding(self, brokers: Any, column: int, rows: Any) -> tuple[Any, Any]:
+        """Whether each of ``rows`` lists its broker (``brokers``: one for all, or one per row) in list column
+        ``column`` of :data:`_LISTS` (0: the replicas, 2: the ISR), and where in the column's flattened values
+        (meaningless where not)."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        # Every item of the rows' lists at once (a handful a row), compared with the row's broker: the lists of
+        # neighbouring versions lie side by side, where a search of a sorted index would jump about.
+        values, firsts = self._np_lists[column]
+        rows = np.asarray(rows, np.int64)
+        lo = firsts[rows]
+        counts = firsts[rows + 1] - lo
+        owner = np.repeat(np.arange(len(rows)), counts)
+        flat = np.arange(len(owner)) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+        wanted = np.asarray(brokers, np.int64)
+        match = np.flatnonzero(values[flat] == (wanted[owner] if wanted.ndim else wanted))
+        held, where = np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)
+        held[owner[match]] = True
+        where[owner[match]] = flat[match]
+        return held, where
+
+    def _directory_of(self, brokers: Any, rows: Any) -> Any:
+        """The directory (an index into the directory ids) beside each row's broker in its replicas, -1 where the
+        row does not list the broker as a replica."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        held, at = self._holding(brokers, 0, rows)
+        (_, replica_firsts), (directory_values, directory_firsts) = self._np_lists[0], self._np_lists[1]
+        if np.any(held & (directory_firsts[rows + 1] - directory_firsts[rows] != replica_firsts[rows + 1]
+                          - replica_firsts[rows])):
+            raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories do not "
+                             "match its replicas")
+        if not len(rows):
+            return np.zeros(0, np.int64)
+        return np.where(held, directory_values[np.where(held, directory_firsts[rows] + at - replica_firsts[rows], 0)],
+                        -1)
 
     def _read_replicas(self) -> None:
         """The replicas' versions (read at the first :meth:`hosted_change`), sorted by broker, as numpy columns: each
@@ -471,23 +488,58 @@ class TablePartitions:
         del replicas, names, index, dirs, brokers, order
         _release_arrow()
 
-    def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
-        out: dict[PartitionKey, int] = {}
-        index, firsts, starts, ends = self._index, self._firsts, self._starts, self._ends
-        for pk in keys:
-            k = index.get(pk)
-            if k is None:
-                continue
-            lo, hi = firsts[k], firsts[k + 1]
-            i = bisect.bisect_right(starts, after, lo, hi)
-            found = starts[i] if i < hi else None
-            if i > lo:
-                end = ends[i - 1]
-                if end != _OPEN and end > after and (found is None or end < found):
-                    found = end
-            if found is not None:
-                out[pk] = found
-        return out
+    def next_awaited(self, asks: Awaited, after: int) -> list[int | None]:
+        # Every version of each pair's partition after ``after``, at once (a few per partition): the first that
+        # lists what the pair awaits (a leader; the broker in the ISR; the broker outside the replicas, or beside
+        # another directory than the pair's) gives its start, one that ends where no other starts (the partition
+        # gone) its end. A version is one applied offset's state, so the first that does starts in the first batch
+        # that can show it. The version at ``after`` ending so is the partition's end too.
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        n = len(asks)
+        if not n:
+            return []
+        self._numpy()
+        index, directory_index = self._index, self._directory_index
+        keys = np.array([index.get(pk, -1) for pk in asks.partitions], np.int64)
+        brokers = np.array(asks.broker_ids, np.int64)
+        leader_awaited = np.array(asks.leaders, bool)
+        isr_awaited = np.array(asks.in_isr, bool)
+        # The pair's directory as an index into the directory ids: -1 none named, -2 one no version names.
+        away_from = np.array([-1 if d is None else directory_index.get(d, -2) for d in asks.directories], np.int64)
+        known = keys >= 0
+        safe_keys = np.maximum(keys, 0)
+        lo, hi = self._np_firsts[safe_keys], np.where(known, self._np_firsts[safe_keys + 1], 0)
+        starts, ends = self._np_starts, self._np_ends
+        # Each partition's first version that starts after ``after``.
+        first = np.where(known, np.searchsorted(self._np_keyed, (safe_keys << _START_BITS) + self._start_key(after),
+                                                "right"), 0)
+        found = np.full(n, -1, np.int64)
+        # The version at ``after``, the partition's last: it ends then.
+        current = first - 1
+        last = known & (current >= lo) & (ends[np.maximum(current, 0)] > after) & (
+            ends[np.maximum(current, 0)] != _OPEN)
+        last &= (first >= hi) | (starts[np.minimum(first, len(starts) - 1)] != ends[np.maximum(current, 0)])
+        found[last] = ends[current[last]]
+        counts = np.where(last | ~known, 0, np.maximum(hi - first, 0))
+        total = int(counts.sum())
+        if total:
+            ask = np.repeat(np.arange(n), counts)
+            rows = first[ask] + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+            b = brokers[ask]
+            in_isr, _ = self._holding(b, 2, rows)
+            directory = self._directory_of(b, rows)
+            shown = (directory < 0) | ((away_from[ask] != -1) & (directory != away_from[ask]))
+            shown |= leader_awaited[ask] & (self._np_leader[rows] != NO_LEADER)
+            shown |= isr_awaited[ask] & in_isr
+            following = np.minimum(rows + 1, len(starts) - 1)
+            gone = (ends[rows] != _OPEN) & ((rows + 1 >= hi[ask]) | (starts[following] != ends[rows]))
+            hit = np.flatnonzero(shown | gone)
+            if len(hit):
+                asked, at = np.unique(ask[hit], return_index=True)
+                row = rows[hit[at]]
+                found[asked] = np.where(shown[hit[at]], starts[row], ends[row])
+        return [None if f < 0 else f for f in found.tolist()]
 
     def next_touches(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow

@@ -38,7 +38,15 @@ from jbod_model.records.metadata import (
     UnregisterBrokerRecord,
 )
 from jbod_model.replay import replay_entries
-from jbod_model.report import FollowedStates, HostedChange, IncidentTracker, PartitionKey, SparseIncidentTracker
+from jbod_model.report import (
+    Awaited,
+    FollowedStates,
+    HostedChange,
+    IncidentTracker,
+    PartitionKey,
+    SparseIncidentTracker,
+    seen_by,
+)
 from jbod_model.uuid import Uuid
 
 BROKERS = (1, 2, 3)
@@ -170,15 +178,20 @@ class _Images:
     def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
         return FollowedStates.of_registrations(pairs, {pk: part for pk, (_, part) in self._at(offset).items()})
 
-    def next_changes(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
-        # A change of anything but the epochs (a record that changes nothing else only touches the partition):
-        # what a followed partition's recovery or move can show in, so the touches and the changes differ.
-        then, out = _placements(self._at(after)), {}
-        for pk in keys:
-            for end in self._ends:
-                if end > after and _placements(self._at(end)).get(pk) != then.get(pk):
-                    out[pk] = end
+    def next_awaited(self, asks: Awaited, after: int) -> list[int | None]:
+        # The first batch that changes the partition (anything but the epochs: a record that changes nothing else
+        # only touches it) into a state that shows what the pair awaits, or deletes it; exactly that batch, where
+        # the tables may name an earlier one.
+        out: list[int | None] = []
+        for i, (pk, b) in enumerate(zip(asks.partitions, asks.broker_ids, strict=True)):
+            found, then = None, _placement_of(self._at(after), pk)
+            for end in (e for e in self._ends if e > after):
+                now = _placement_of(self._at(end), pk)
+                if now != then and (now is None or asks.shown_by(i, seen_by(now, b))):
+                    found = end
                     break
+                then = now
+            out.append(found)
         return out
 
     def next_touches(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
@@ -200,8 +213,10 @@ class _Images:
         return HostedChange.of_registrations(broker_id, len(hosted), hit, now)
 
 
-def _placements(states: dict[PartitionKey, tuple[str, PartitionRegistration]]) -> dict[PartitionKey, object]:
-    return {pk: replace(part, leader_epoch=0, partition_epoch=0) for pk, (_, part) in states.items()}
+def _placement_of(states: dict[PartitionKey, tuple[str, PartitionRegistration]],
+                  pk: PartitionKey) -> PartitionRegistration | None:
+    state = states.get(pk)
+    return None if state is None else replace(state[1], leader_epoch=0, partition_epoch=0)
 
 
 def _split(entries: Sequence[LogEntry]) -> list[list[LogEntry]]:

@@ -20,15 +20,26 @@ from jbod_model.records.metadata import (
     PartitionChangeRecord,
     PartitionRecord,
     Record,
+    RemoveTopicRecord,
     TopicRecord,
 )
-from jbod_model.report import FollowedStates, HostedChange, IncidentKind, ReportHistory, ReportTracker, Resolution
+from jbod_model.report import (
+    Awaited,
+    FollowedStates,
+    HostedChange,
+    IncidentKind,
+    ReportHistory,
+    ReportTracker,
+    Resolution,
+    seen_by,
+)
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import metadata_image
 from pipelines.report.load import TablePartitions, load_from_tables
 
 A1, A2, B1, B2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(4))
 ORDERS = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
+OTHER = Uuid.from_bytes(bytes([0x77]) * 16)
 
 
 #: Offsets 0-6: two brokers with two disks each; orders-0 [1,2] on A1/B1 (leader 1), orders-1 [2,1] on B2/A1,
@@ -92,8 +103,9 @@ def test_a_replica_moved_off_the_disk_in_the_failure_batch_is_dated_by_its_next_
 
 
 def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path) -> None:
-    """What :class:`TablePartitions` gives the sparse tracker (the followed partitions' states and each broker's
-    hosted replicas, as columns) is what the tables' image at each offset gives."""
+    """What :class:`TablePartitions` gives the sparse tracker (the followed partitions' states, where they next show
+    what a follow-up awaits, and each broker's hosted replicas, as columns) is what the tables' image at each offset
+    gives."""
     failure = (60, [
         PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
         PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
@@ -101,18 +113,39 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
     ])
     leaves = (400, [PartitionChangeRecord(topic_id=ORDERS, partition_id=0, replicas=(2,), isr=(2,), leader=2,
                                           directories=(B1,))])  # broker 1's replica of orders-0 goes
-    entries = batches(*PRELUDE, failure, *RECOVERY, leaves)
+    # A second topic, created and changed, then deleted (its partition ends with no record naming it).
+    other = [(410, [TopicRecord(name="other", topic_id=OTHER),
+                    PartitionRecord(version=1, topic_id=OTHER, partition_id=0, replicas=(1,), isr=(1,), leader=1,
+                                    directories=(A2,))]),
+             (420, [PartitionChangeRecord(topic_id=OTHER, partition_id=0, leader=NO_LEADER, isr=(1,))]),
+             (430, [RemoveTopicRecord(topic_id=OTHER)])]
+    entries = batches(*PRELUDE, failure, *RECOVERY, leaves, *other)
     write_lakehouse(tmp_path, "c", entries, batch_size=3)
     last = entries[-1].offset
     partitions = TablePartitions(tmp_path, "c", last, None)
     # Every partition (and one never created) with every broker, a replica of it or not: the follow-ups' columns.
-    pairs = [((ORDERS, p), b) for p in range(4) for b in (1, 2, 3)]
+    pairs = [((topic, p), b) for topic in (ORDERS, OTHER) for p in range(4 if topic == ORDERS else 1)
+             for b in (1, 2, 3)]
     images = {}
     for offset in range(last + 1):
         image = metadata_image(tmp_path, "c", offset)
         images[offset] = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
         assert partitions.followed(pairs, offset) == FollowedStates.of_registrations(
             pairs, {pk: part for pk, (_, part) in images[offset].items()})
+    # Where a followed partition can next show what a follow-up awaits (``next_awaited``): the first offset whose
+    # record changes it into a state that shows it (``Awaited.shown_by``), or deletes it — for every pair, with
+    # every combination of what is awaited, from every offset.
+    asks = [(pair, leader, in_isr, directory) for pair in pairs for leader in (False, True) for in_isr in (False, True)
+            for directory in (None, A1, A2, B1)]
+    awaited = Awaited([pk for (pk, _), *_ in asks], [b for (_, b), *_ in asks], [a[1] for a in asks],
+                      [a[2] for a in asks], [a[3] for a in asks])
+    for after in range(last + 1):
+        want: list[int | None] = []
+        for i, ((pk, b), *_) in enumerate(asks):
+            shown = (o for o in range(after + 1, last + 1) if images[o].get(pk) != images[o - 1].get(pk) and (
+                pk not in images[o] or awaited.shown_by(i, seen_by(images[o][pk][1], b))))
+            want.append(next(shown, None))
+        assert partitions.next_awaited(awaited, after) == want, after
     # What a broker change reads as columns (``hosted_change``) is what the registrations give, between any two
     # offsets, with the broker's directories after it or without (unregistered): the broker's partitions that
     # changed in between or sit in a directory not listed.
