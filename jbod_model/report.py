@@ -514,6 +514,9 @@ class _Affected:
     isr_restored: LogPosition | None = None
     moved: LogPosition | None = None
     deleted: LogPosition | None = None
+    #: The sparse tracker's alone (:meth:`SparseIncidentTracker._next_follow_ups`): the offset at which a state of
+    #: the partition may next show what this follow-up awaits (-1: not asked yet; :data:`_NEVER`: none will).
+    next_look: int = field(default=-1, compare=False)
 
     def freeze(self) -> AffectedPartition:
         # Positionally, without the frozen keyword __init__: a 200 k cluster's report freezes 633 k of them.
@@ -525,7 +528,7 @@ class _Affected:
 # keyword ``__init__`` (``jbod_model.slots``; none of them has a ``__post_init__``). Every field, in order.
 #: ``(partition, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
 _new_affected_partition: Final = slot_constructor(AffectedPartition)
-#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
+#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted, next_look)``
 _new_affected: Final = slot_constructor(_Affected)
 #: ``(topic_id, topic_name, partition_id)``
 _new_partition_ref: Final = slot_constructor(PartitionRef)
@@ -874,11 +877,15 @@ class IncidentTracker(BatchFeed):
             self._open_brokers[incident.broker_id] = incident
         # A partition followed for an earlier, finished incident of the same broker is followed by this one now:
         # the old follow-up can no longer be told apart from the new.
+        watch, b = self._watch, incident.broker_id
         for pk, a in incident.partitions.items():
-            watchers = [(i, x) for i, x in self._watch.get(pk, ())
-                        if not (i.broker_id == incident.broker_id and i.ended is not None)]
+            earlier = watch.get(pk)
+            if earlier is None:  # most partitions an incident hits are followed by no other (a list of one)
+                watch[pk] = [(incident, a)]
+                continue
+            watchers = [(i, x) for i, x in earlier if not (i.broker_id == b and i.ended is not None)]
             watchers.append((incident, a))
-            self._watch[pk] = watchers
+            watch[pk] = watchers
 
     def _close(self, incident: _Incident, at: LogPosition, resolution: Resolution) -> None:
         incident.ended, incident.resolution = at, resolution
@@ -1144,7 +1151,7 @@ class HostedChange:
             (tid, pid), now, lead = keys[i], exists_after[i], leaders_after[i]
             out.append(_new_affected(_new_partition_ref(tid, names[i], pid), leaders[i] == b and (not now or lead != b),
                                      in_isr[i] and not (now and in_isr_after[i]), now and lead == NO_LEADER,
-                                     None, None, None, None))
+                                     None, None, None, None, -1))
         return out
 
     def directory_failure(self, directory: Uuid) -> dict[PartitionKey, _Affected]:
@@ -1382,7 +1389,12 @@ class SparseIncidentTracker(IncidentTracker):
         show what one of the incidents following it awaits; absent where none can. What a follow-up
         (:meth:`_follow_up`) can still learn for an incident: a leader where the partition lost it, the broker in
         the ISR where it lost that, and a move — off the failed directory while a directory failure is open
-        (:func:`_moved`), else out of the replica set; nothing else changes what it records."""
+        (:func:`_moved`), else out of the replica set; nothing else changes what it records.
+
+        Only the follow-ups not asked yet, or whose answer has come (``next_look`` by ``after``), are asked: what a
+        follow-up awaits only ever narrows (a recovery seen, its incident over), so an answer still ahead stays a
+        batch by which nothing it awaits can show, and the partition is already due then."""
+        asked: list[_Affected] = []
         pks: list[PartitionKey] = []
         brokers: list[int] = []
         leaders: list[bool] = []
@@ -1391,6 +1403,9 @@ class SparseIncidentTracker(IncidentTracker):
         failure = IncidentKind.DIRECTORY_FAILURE
         for pk in keys:
             for incident, a in self._watch[pk]:
+                if a.next_look > after:
+                    continue
+                asked.append(a)
                 pks.append(pk)
                 brokers.append(incident.broker_id)
                 leaders.append(a.leaderless and a.leader_restored is None)
@@ -1398,11 +1413,21 @@ class SparseIncidentTracker(IncidentTracker):
                 directories.append(incident.directory if incident.kind is failure and incident.ended is None
                                    else None)
         out: dict[PartitionKey, int] = {}
-        for pk, offset in zip(pks, partitions.next_awaited(Awaited(pks, brokers, leaders, in_isr, directories),
-                                                           after), strict=True):
-            if offset is not None and offset < out.get(pk, offset + 1):
-                out[pk] = offset
+        if not asked:
+            return out
+        answers = partitions.next_awaited(Awaited(pks, brokers, leaders, in_isr, directories), after)
+        for a, pk, offset in zip(asked, pks, answers, strict=True):
+            if offset is None:
+                a.next_look = _NEVER
+            else:
+                a.next_look = offset
+                if offset < out.get(pk, offset + 1):
+                    out[pk] = offset
         return out
+
+
+#: :attr:`_Affected.next_look` of a follow-up no state will show anything to.
+_NEVER: Final = 2 ** 63 - 1
 
 
 def _partial(image: MetadataImage, offset: int) -> MetadataImage:
