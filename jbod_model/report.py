@@ -1290,8 +1290,8 @@ class SparseIncidentTracker(IncidentTracker):
         pending = list(broker_entries)
         heapq.heapify(pending)
 
-        def schedule(found: Mapping[PartitionKey, int]) -> None:
-            for pk, offset in found.items():
+        def schedule(found: Iterable[tuple[PartitionKey, int]]) -> None:
+            for pk, offset in found:
                 k = bisect.bisect_left(ends, offset)
                 if k < len(ends):
                     due.setdefault(k, set()).add(pk)
@@ -1372,7 +1372,7 @@ class SparseIncidentTracker(IncidentTracker):
             if followed or fresh:
                 schedule(self._next_follow_ups(partitions, followed | fresh, end))
             if fresh:
-                schedule(partitions.next_touches(fresh, end))
+                schedule(partitions.next_touches(fresh, end).items())
         open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))
         for ts in first_times:
             if ts is not None:
@@ -1384,11 +1384,12 @@ class SparseIncidentTracker(IncidentTracker):
         return open_dirs
 
     def _next_follow_ups(self, partitions: PartitionHistory, keys: Iterable[PartitionKey],
-                         after: int) -> dict[PartitionKey, int]:
-        """Where to follow each of ``keys`` up next: the first offset after ``after`` at which a state of it may
-        show what one of the incidents following it awaits; absent where none can. What a follow-up
-        (:meth:`_follow_up`) can still learn for an incident: a leader where the partition lost it, the broker in
-        the ISR where it lost that, and a move — off the failed directory while a directory failure is open
+                         after: int) -> list[tuple[PartitionKey, int]]:
+        """Where to follow each of ``keys`` up next: for each incident following it that is asked, the first offset
+        after ``after`` at which a state of it may show what that incident awaits (none where none can) — each of
+        them, not only the first: the follow-up of one incident there does not ask again for the others. What a
+        follow-up (:meth:`_follow_up`) can still learn for an incident: a leader where the partition lost it, the
+        broker in the ISR where it lost that, and a move — off the failed directory while a directory failure is open
         (:func:`_moved`), else out of the replica set; nothing else changes what it records.
 
         Only the follow-ups not asked yet, or whose answer has come (``next_look`` by ``after``), are asked: what a
@@ -1412,7 +1413,7 @@ class SparseIncidentTracker(IncidentTracker):
                 in_isr.append(a.lost_isr and a.isr_restored is None)
                 directories.append(incident.directory if incident.kind is failure and incident.ended is None
                                    else None)
-        out: dict[PartitionKey, int] = {}
+        out: list[tuple[PartitionKey, int]] = []
         if not asked:
             return out
         answers = partitions.next_awaited(Awaited(pks, brokers, leaders, in_isr, directories), after)
@@ -1421,8 +1422,7 @@ class SparseIncidentTracker(IncidentTracker):
                 a.next_look = _NEVER
             else:
                 a.next_look = offset
-                if offset < out.get(pk, offset + 1):
-                    out[pk] = offset
+                out.append((pk, offset))
         return out
 
 

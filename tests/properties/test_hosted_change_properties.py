@@ -259,10 +259,27 @@ CLOSED_IN_ONE_BATCH = batches(
     (20, [RemoveTopicRecord(topic_id=TOPICS[1]), RemoveTopicRecord(topic_id=TOPICS[0])]))
 
 
+#: One batch starts two incidents on t0-0: broker 1's disk fails under it, and broker 2 is fenced and leaves its ISR.
+#: Broker 2 is back (20) and in the ISR again (30), which settles its follow-up; only then does broker 1's replica
+#: leave the failed disk (40), evacuating it. The sparse tracker must still look at 40, though the follow-up it
+#: looked at 30 for was the other incident's.
+TWO_INCIDENTS_ONE_PARTITION = batches(
+    (0, [FeatureLevelRecord(name="metadata.version", feature_level=21), register(1, 1, DIRS[1]),
+         register(2, 1, DIRS[2]), TopicRecord(name="t0", topic_id=TOPICS[0]),
+         PartitionRecord(version=2, topic_id=TOPICS[0], partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1,
+                         directories=(DIRS[1][0], DIRS[2][0]))]),
+    (10, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(1,)), FenceBrokerRecord(id=2, epoch=1),
+          BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
+    (20, [UnfenceBrokerRecord(id=2, epoch=1)]),
+    (30, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(1, 2))]),
+    (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, directories=(DIRS[1][1], DIRS[2][0]))]))
+
+
 @settings(SETTINGS, max_examples=600)
 @given(log=logs(), max_closed=st.sampled_from([None, 1]))
 @example(log=MOVED_THEN_DELETED, max_closed=None)
 @example(log=CLOSED_IN_ONE_BATCH, max_closed=1)
+@example(log=TWO_INCIDENTS_ONE_PARTITION, max_closed=None)
 def test_the_incidents_decided_over_columns_are_the_trackers(log: list[LogEntry], max_closed: int | None) -> None:
     """Every incident, with the partitions it hit, what each lost and what became of it, equal — whatever broker
     records and partition changes the batches hold, with closed incidents kept or forgotten at once."""

@@ -17,11 +17,13 @@ from jbod_model.records.metadata import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
+    FenceBrokerRecord,
     PartitionChangeRecord,
     PartitionRecord,
     Record,
     RemoveTopicRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
 )
 from jbod_model.report import (
     Awaited,
@@ -100,6 +102,23 @@ def test_a_replica_moved_off_the_disk_in_the_failure_batch_is_dated_by_its_next_
     assert incident.directory == A1
     moved = {p.partition.partition_id: p.moved for p in incident.partitions}
     assert moved[2] is not None and moved[2].offset == 10  # dated by that record
+
+
+def test_a_partition_two_incidents_follow_is_looked_at_for_each(tmp_path: Path) -> None:
+    """Broker 1's disk A1 fails in the batch that fences broker 2 (offsets 7-9): orders-0 is followed for both
+    incidents. Broker 2's follow-up ends first (back, 10; in the ISR again, 11); broker 1's replica of orders-0 leaves
+    A1 only later (12) — where the sparse tracker must still look, though its look at 11 was for the other incident."""
+    failure = (60, [PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(1,)),
+                    FenceBrokerRecord(id=2, epoch=2),
+                    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, log_dirs=(A2,))])
+    later = [(70, [UnfenceBrokerRecord(id=2, epoch=2)]),
+             (80, [PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(1, 2))]),
+             (90, [PartitionChangeRecord(topic_id=ORDERS, partition_id=0, directories=(A2, B1))])]
+    got, want = _both(tmp_path, [*PRELUDE, failure, *later])
+    assert got == want
+    incident = next(i for i in want.incidents if i.kind is IncidentKind.DIRECTORY_FAILURE)
+    moved = {p.partition.partition_id: p.moved for p in incident.partitions}
+    assert moved[0] is not None and moved[0].offset == 12
 
 
 def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path) -> None:
