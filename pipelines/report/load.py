@@ -497,9 +497,9 @@ class TablePartitions:
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         n = len(asks)
-        if not n:
-            return []
         self._numpy()
+        if not n or not len(self._np_starts):  # no partition has a version: none will show anything
+            return [None] * n
         index, directory_index = self._index, self._directory_index
         keys = np.array([index.get(pk, -1) for pk in asks.partitions], np.int64)
         brokers = np.array(asks.broker_ids, np.int64)
