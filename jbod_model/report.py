@@ -583,8 +583,17 @@ def _moved(incident: _Incident, directory: Uuid | None) -> bool:
     """The incident's broker no longer holds a replica of the partition where it hit it, given the broker's
     directory of the partition now (None: out of the replica set): out of the replica set, or, while a directory
     failure is open, in another directory."""
-    return directory is None or (incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None
-                                 and directory != incident.directory)
+    return _moved_off(_open_failure(incident), directory)
+
+
+def _open_failure(incident: _Incident) -> Uuid | None:
+    """The failed directory of a directory failure still open; None for any other incident."""
+    return incident.directory if incident.kind is IncidentKind.DIRECTORY_FAILURE and incident.ended is None else None
+
+
+def _moved_off(failed: Uuid | None, directory: Uuid | None) -> bool:
+    """:func:`_moved` given the incident's :func:`_open_failure`."""
+    return directory is None or (failed is not None and directory != failed)
 
 
 #: What a follow-up reads of a partition after a batch, as one incident's broker sees it: the leader, whether the
@@ -617,8 +626,8 @@ class Awaited:
     leaders: Sequence[bool]
     #: The broker lost its ISR membership and is not back yet.
     in_isr: Sequence[bool]
-    #: While a directory failure is open: the directory the broker's replica was hit in (a replica in any other has
-    #: moved off the failed disk). None: only leaving the replica set counts as moved.
+    #: The incident's :func:`_open_failure`: while a directory failure is open, the directory the broker's replica
+    #: was hit in (a replica in any other has moved off the failed disk). None: only leaving the replica set counts.
     directories: Sequence[Uuid | None]
 
     def __len__(self) -> int:
@@ -631,9 +640,8 @@ class Awaited:
         if seen is None:
             return True
         leader, in_isr, directory = seen
-        away_from = self.directories[i]
-        return (directory is None or (away_from is not None and directory != away_from)
-                or (self.leaders[i] and leader != NO_LEADER) or (self.in_isr[i] and in_isr))
+        return (_moved_off(self.directories[i], directory) or (self.leaders[i] and leader != NO_LEADER)
+                or (self.in_isr[i] and in_isr))
 
 
 def _trigger_of(record: Record) -> Trigger:
@@ -1401,7 +1409,6 @@ class SparseIncidentTracker(IncidentTracker):
         leaders: list[bool] = []
         in_isr: list[bool] = []
         directories: list[Uuid | None] = []
-        failure = IncidentKind.DIRECTORY_FAILURE
         for pk in keys:
             for incident, a in self._watch[pk]:
                 if a.next_look > after:
@@ -1411,8 +1418,7 @@ class SparseIncidentTracker(IncidentTracker):
                 brokers.append(incident.broker_id)
                 leaders.append(a.leaderless and a.leader_restored is None)
                 in_isr.append(a.lost_isr and a.isr_restored is None)
-                directories.append(incident.directory if incident.kind is failure and incident.ended is None
-                                   else None)
+                directories.append(_open_failure(incident))
         out: list[tuple[PartitionKey, int]] = []
         if not asked:
             return out

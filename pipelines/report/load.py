@@ -359,7 +359,8 @@ class TablePartitions:
         in_isr, _ = self._holding(b, 2, rows)
         in_isr_after, _ = self._holding(b, 2, later)
         # The broker's directory of each after the batch: the directory beside it in the registration's lists.
-        directory_after = np.where(exists, self._directory_of(b, later), -1)
+        directory_after = np.full(len(later), -1, np.int64)
+        directory_after[exists] = self._directory_of(b, later[exists])
         unique, names, topic = self._unique, self._topic_names, self._np_names
         replica_dir, partition_dir = self._replica_dirs, self._directory_ids
         return HostedChange(
@@ -516,11 +517,11 @@ class TablePartitions:
                                                 "right"), 0)
         found = np.full(n, -1, np.int64)
         # The version at ``after``, the partition's last: it ends then.
-        current = first - 1
-        last = known & (current >= lo) & (ends[np.maximum(current, 0)] > after) & (
-            ends[np.maximum(current, 0)] != _OPEN)
-        last &= (first >= hi) | (starts[np.minimum(first, len(starts) - 1)] != ends[np.maximum(current, 0)])
-        found[last] = ends[current[last]]
+        current = np.maximum(first - 1, 0)
+        ended = ends[current]
+        last = known & (first > lo) & (ended > after) & (ended != _OPEN)
+        last &= (first >= hi) | (starts[np.minimum(first, len(starts) - 1)] != ended)
+        found[last] = ended[last]
         counts = np.where(last | ~known, 0, np.maximum(hi - first, 0))
         total = int(counts.sum())
         if total:
