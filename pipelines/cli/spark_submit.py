@@ -40,13 +40,14 @@ def spark_submit_argv(name: str, *, jobs_file: Path, master: str, conf: Mapping[
     profile, the driver memory, JVM options and Python interpreter spark-submit must set when it starts the driver,
     then ``jobs run NAME`` through :data:`SUBMIT_SCRIPT`. The profile's other ``spark.*`` settings need no flag:
     the job adds every one spark-submit leaves unset. The driver logs with :data:`LOG4J2_PROPERTIES`."""
-    from pipelines.streaming.job import DEFAULT_CONF, JIT_OPTIONS  # noqa: PLC0415 - Spark loads only for this
+    from pipelines.streaming.job import DEFAULT_CONF, JIT_OPTIONS, with_exit_on_oom  # noqa: PLC0415 - Spark loads only for this
 
     # Only settings that must exist when the driver JVM starts: the job's default memory if the profile has none.
     memory = conf.get("spark.driver.memory", DEFAULT_CONF["spark.driver.memory"])
     return [spark_submit or spark_submit_path(), "--master", master, "--name", f"kraft-jbod-{name}",
             "--driver-memory", memory,
-            "--driver-java-options", f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES} {JIT_OPTIONS}",
+            "--driver-java-options",
+            with_exit_on_oom(f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES} {JIT_OPTIONS}"),
             "--conf", f"spark.pyspark.python={python}",
             "--conf", f"spark.pyspark.driver.python={python}",
             str(SUBMIT_SCRIPT), "jobs", "run", name, "--file", str(jobs_file)]

@@ -11,8 +11,10 @@ last committed batch ended.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from py4j.protocol import Py4JNetworkError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -78,6 +81,23 @@ DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failu
 
 #: The JVM options of the driver and the executors: the C1 JIT alone (see :data:`DEFAULT_CONF`).
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+#: The driver's JVM stops when it runs out of memory, instead of living on without the thread that ran out: a
+#: micro-batch's output is gathered on the driver, and a batch too big for its heap killed the thread that fetches
+#: task results (``task-result-getter``) — the job then waited for them forever, saying nothing (200 k benchmark log,
+#: ``--max-entries-per-batch 650000`` with the default 3 GB: docs/state-design.md, "A batch too big for the driver").
+#: Stopped, it is a failure the job names (:func:`jvm_stopped`). An operator's own choice of what the JVM does on
+#: running out of memory (:data:`OOM_OPTIONS`) is left alone.
+EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
+OOM_OPTIONS = ("OnOutOfMemoryError", "ExitOnOutOfMemoryError", "CrashOnOutOfMemoryError")
+
+
+def with_exit_on_oom(options: str) -> str:
+    """The driver's JVM options with :data:`EXIT_ON_OOM` added, unless they already say what to do on running out of
+    memory."""
+    if any(name in options for name in OOM_OPTIONS):
+        return options
+    return f"{options} {EXIT_ON_OOM}".strip()
 
 #: glibc's malloc arenas in the JVMs the job starts (the driver's, started here; executors' through
 #: ``spark.executorEnv``). glibc gives each thread that allocates natively an arena of its own, up to eight per
@@ -139,7 +159,8 @@ def submitted_conf() -> dict[str, str] | None:
 def _prepare_driver_jvm(settings: dict[str, str]) -> None:
     """Before this process starts its JVM (pyspark keeps one per process, across sessions: one already running was
     started with its options): a Spark home whose Python processes import the installed pyspark
-    (``sparkhome``), and the JVM's class-data archive (``classdata``)."""
+    (``sparkhome``), the JVM's class-data archive (``classdata``), and its end on running out of memory
+    (:data:`EXIT_ON_OOM`)."""
     from pyspark import SparkContext  # noqa: PLC0415 - pyspark's own state, as builder.getOrCreate reads it
     from pyspark.find_spark_home import _find_spark_home  # noqa: PLC0415
 
@@ -150,8 +171,7 @@ def _prepare_driver_jvm(settings: dict[str, str]) -> None:
     options = settings.get(key, "")
     jars = Path(_find_spark_home()) / "jars"  # type: ignore[no-untyped-call]
     extra = archive_options(options, jars, settings.get("spark.driver.memory", ""))
-    if extra:
-        settings[key] = f"{options} {extra}".strip()
+    settings[key] = with_exit_on_oom(f"{options} {extra}".strip())
 
 
 def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
@@ -415,9 +435,11 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     check_state_layout(checkpoint, bucket_count)
     own_session = spark is None
     jvm_log = checkpoint.parent / "spark-driver.log"
+    log_start = jvm_log.stat().st_size if jvm_log.exists() else 0  # the log is appended to, run after run
     session = spark or spark_session(master, conf, jvm_log=jvm_log)
     if on_session is not None:
         on_session()
+    driver_memory = session.sparkContext.getConf().get("spark.driver.memory", "1g")  # asked while the JVM is up
     register(session)
     if writer_factory is not None:
         make_writer = writer_factory
@@ -453,27 +475,37 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         statefulProcessor=ClusterReplayProcessor(bucket_count, bulk_read_rows), outputStructType=OUTPUT_SCHEMA,
         outputMode="Append", timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    try:
-        if follow:
-            query = writer.trigger(processingTime=follow_interval).start()
-            deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
-            while not query.awaitTermination(1):
-                if (stop_when is not None and stop_when()) or (deadline is not None and time.monotonic() > deadline):
-                    break
-            query.stop()
-        else:
-            query = writer.trigger(processingTime="0 seconds").start()
-            query.processAllAvailable()
-            query.stop()
-        if query.exception() is not None:
-            raise job_failure(str(query.exception()), _see(jvm_log, own_session))
-        sink.drain()
-    except StreamingQueryException as e:
-        raise job_failure(str(e), _see(jvm_log, own_session)) from e
-    finally:
-        sink.close()
-        if own_session:
-            session.stop()
+    with _quiet_when_jvm_ends(session) if own_session else nullcontext():
+        try:
+            if follow:
+                query = writer.trigger(processingTime=follow_interval).start()
+                deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+                while not query.awaitTermination(1):
+                    if (stop_when is not None and stop_when()) or (deadline is not None
+                                                                   and time.monotonic() > deadline):
+                        break
+                query.stop()
+            else:
+                query = writer.trigger(processingTime="0 seconds").start()
+                query.processAllAvailable()
+                query.stop()
+            if query.exception() is not None:
+                raise job_failure(str(query.exception()), _see(jvm_log, own_session))
+            sink.drain()
+        except StreamingQueryException as e:
+            raise job_failure(str(e), _see(jvm_log, own_session)) from e
+        except Exception as e:
+            # py4j's error, or the socket's, when the JVM is gone: whatever it is, the JVM's end is the cause to name
+            # (its socket closes a moment before it has exited).
+            code = _jvm_exit_code(session, wait=JVM_EXIT_WAIT if _connection_lost(e) else 0.0)
+            if code is None:
+                raise
+            log = _log_since(jvm_log, log_start) if own_session else ""
+            raise jvm_stopped(code, log, driver_memory, cap, _see(jvm_log, own_session)) from e
+        finally:
+            sink.close()
+            if own_session and _jvm_exit_code(session) is None:
+                session.stop()
     summary = RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started)
     if (tables / "records").exists():
         summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
@@ -494,6 +526,98 @@ def job_failure(text: str, see: str) -> JbodError:
         kind, message = found[-1]
         return (DecodeError if kind == "DecodeError" else InputError)(message.strip() + see)
     return JbodError(f"the Spark job failed: {text}{see}")
+
+
+#: What HotSpot prints when :data:`EXIT_ON_OOM` stops it.
+_OOM = re.compile(r"Terminating due to java\.lang\.OutOfMemoryError: ([^\n]*)")
+
+
+def jvm_stopped(exit_code: int, log: str, driver_memory: str, max_entries_per_batch: int, see: str) -> JbodError:
+    """The error a run becomes when the driver's JVM stops under it (``exit_code``; ``log``: what it wrote during the
+    run). Nothing is lost: what the job wrote stays, and the next run resumes from the checkpoint. Out of memory
+    (:data:`EXIT_ON_OOM`), the way out is named: a micro-batch's output is gathered on the driver, and the micro-batch
+    that was running is run again as it was planned (its offsets are in the checkpoint) — so a larger heap; a smaller
+    cap only shapes the micro-batches planned after it."""
+    resume = "What the job wrote stays; the next run resumes from its checkpoint."
+    found = _OOM.findall(log)
+    if found:
+        return JbodError(
+            f"Spark's driver JVM ran out of memory ({found[-1].strip() or 'OutOfMemoryError'}; spark.driver.memory "
+            f"{driver_memory}) gathering a micro-batch's output, and stopped. {resume} That micro-batch runs again "
+            "as it was planned: give the next run a larger spark.driver.memory (the profile's spark.conf); a "
+            f"smaller --max-entries-per-batch (this run's: {max_entries_per_batch}) keeps the micro-batches after it "
+            f"smaller.{see}")
+    return JbodError(f"Spark's driver JVM stopped (exit code {exit_code}) during the run. {resume}{see}")
+
+
+#: How long a lost connection to the driver's JVM waits for it to exit before the error is raised as it came.
+JVM_EXIT_WAIT = 10.0
+
+
+def _jvm_exit_code(session: SparkSession, wait: float = 0.0) -> int | None:
+    """The exit code of the driver's JVM if this process started it and it has stopped (within ``wait`` seconds),
+    else None."""
+    proc = getattr(session.sparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        code: int | None = proc.wait(timeout=wait) if wait > 0 else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
+    return code
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """Whether ``error`` (or one it came from) is the connection to the JVM lost."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, (ConnectionError, EOFError, Py4JNetworkError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+@contextmanager
+def _quiet_when_jvm_ends(session: SparkSession) -> Iterator[None]:
+    """Keep pyspark's and py4j's threads from printing their tracebacks when the driver's JVM stops under the job:
+    the job raises one error naming the cause (:func:`jvm_stopped`), and a Python stack of a socket closing says
+    nothing to an operator. Only what those threads report once the JVM has exited is dropped; with the JVM gone,
+    the quiet stays (the process has no Spark left to report on)."""
+    def jvm_ended(error: BaseException | None) -> bool:
+        # An error that is not the connection lost may still be its consequence: a short wait for those.
+        wait = JVM_EXIT_WAIT if error is not None and _connection_lost(error) else 2.0
+        return _jvm_exit_code(session, wait=wait) is not None
+
+    class Quiet(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not (record.exc_info and "py4j" in record.pathname and jvm_ended(record.exc_info[1]))
+
+    quiet = Quiet()
+    loggers = [logging.getLogger(name) for name in ("", "py4j", "py4j.clientserver", "py4j.java_gateway")]
+    for logger in loggers:
+        logger.addFilter(quiet)
+    server = getattr(session.sparkContext, "_accumulatorServer", None)
+    handle_error = getattr(server, "handle_error", None)
+    if server is not None and handle_error is not None:
+        server.handle_error = lambda *args: None if jvm_ended(sys.exc_info()[1]) else handle_error(*args)
+    try:
+        yield
+    finally:
+        # After the JVM's end its threads may still be reporting it, after the job has raised: they stay quiet.
+        if _jvm_exit_code(session) is None:
+            for logger in loggers:
+                logger.removeFilter(quiet)
+            if server is not None and handle_error is not None:
+                del server.handle_error
+
+
+def _log_since(log: Path, start: int) -> str:
+    try:
+        with log.open("rb") as f:
+            f.seek(start)
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _see(jvm_log: Path, own_session: bool) -> str:

@@ -15,7 +15,7 @@ from jbod_model.errors import InputError
 from pipelines.cli import app
 from pipelines.cli.shared import EXIT_INPUT
 from pipelines.scheduling.jobs import JOBS_FILE, JobsFile, expand_args, load_jobs, run_order, variables
-from pipelines.streaming.job import JIT_OPTIONS
+from pipelines.streaming.job import EXIT_ON_OOM, JIT_OPTIONS
 
 runner = CliRunner(env={"COLUMNS": "200"})
 REPO = Path(__file__).resolve().parents[3]
@@ -257,7 +257,8 @@ jobs:
     assert argv[argv.index("--driver-memory") + 1] == "3g"
     # The driver logs warnings and errors only: the file is the package's, read by the JVM as it starts.
     java = argv[argv.index("--driver-java-options") + 1].split()
-    assert java[1:] == [JIT_OPTIONS]
+    # The driver's JVM stops on running out of memory rather than living on without a thread the job waits on.
+    assert java[1:] == [JIT_OPTIONS, EXIT_ON_OOM]
     log4j = Path(java[0].removeprefix("-Dlog4j2.configurationFile="))
     assert log4j == REPO / "pipelines" / "cli" / "log4j2.properties" and "rootLogger.level = warn" in log4j.read_text()
     script = Path(argv[argv.index("--file") - 4])

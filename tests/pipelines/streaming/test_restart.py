@@ -1,9 +1,11 @@
 """Exactly once across restarts: a job stopped mid-stream — between runs while the log grows, or killed in the middle
 of writing a micro-batch's tables — and restarted from its checkpoint leaves tables identical to one uninterrupted
-run over the whole log."""
+run over the whole log. A run whose driver JVM dies says so in one error, and the next run resumes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -110,3 +112,46 @@ def test_a_crash_in_the_middle_of_a_batch_writes_nothing_twice(spark: SparkSessi
     run_job([tmp_path / "in"], uninterrupted, tmp_path / "checkpoint-once", spark=spark)
     assert snapshot_tables(tables) == snapshot_tables(uninterrupted)
     assert_tables_match_model(tables, [node], "crash", step_offsets(entries, limit=15))
+
+
+#: A run whose driver JVM is killed once micro-batch 1 is in the tables (the write-behind reports it), in a process
+#: of its own: the JVM is that process's.
+_KILLED_JVM_RUN = """
+import os, signal, sys
+from pyspark import SparkContext
+from jbod_model.errors import JbodError
+from pipelines.streaming.job import run_job
+
+def kill_the_jvm(stats):
+    if stats.batch_id == 1:
+        os.kill(SparkContext._gateway.proc.pid, signal.SIGKILL)
+
+try:
+    run_job([sys.argv[1]], sys.argv[2], sys.argv[3], max_entries_per_batch=20, on_batch=kill_the_jvm)
+except JbodError as e:
+    print(f"jbod error: {e}")
+    sys.exit(2)
+print("the run finished")
+"""
+
+
+def test_a_driver_jvm_that_dies_is_one_error_and_the_next_run_resumes(spark: SparkSession, tmp_path: Path) -> None:
+    """The driver's JVM stopping under the job (killed here; out of memory it is told to stop, not hang) ends the
+    run with one error naming it — no Python stack of the sockets it left — and the next run resumes from the
+    checkpoint to the tables of one uninterrupted run."""
+    entries = churn_log(SPEC)
+    node = write_metadata_dir(tmp_path / "in" / "node-1", entries, cluster_id="jvm", records_per_segment=40)
+    tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_JVM_RUN, str(tmp_path / "in"), str(tables),
+                             str(checkpoint)], capture_output=True, text=True, timeout=600, check=False)
+    assert killed.returncode == 2, killed.stdout + killed.stderr
+    assert killed.stdout.strip() == (
+        "jbod error: Spark's driver JVM stopped (exit code -9) during the run. What the job wrote stays; the next "
+        f"run resumes from its checkpoint. (Spark's own log: {checkpoint.parent / 'spark-driver.log'})")
+    assert "Traceback" not in killed.stderr, killed.stderr
+
+    run_job([tmp_path / "in"], tables, checkpoint, spark=spark, max_entries_per_batch=20)
+    uninterrupted = tmp_path / "tables-once"
+    run_job([tmp_path / "in"], uninterrupted, tmp_path / "checkpoint-once", spark=spark)
+    assert snapshot_tables(tables) == snapshot_tables(uninterrupted)
+    assert_tables_match_model(tables, [node], "jvm", step_offsets(entries, limit=15))
