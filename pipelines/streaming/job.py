@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from py4j.protocol import Py4JNetworkError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -495,9 +495,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         except StreamingQueryException as e:
             raise job_failure(str(e), _see(jvm_log, own_session)) from e
         except Exception as e:
-            # py4j's error, or the socket's, when the JVM is gone: whatever it is, the JVM's end is the cause to name
-            # (its socket closes a moment before it has exited).
-            code = _jvm_exit_code(session, wait=JVM_EXIT_WAIT if _connection_lost(e) else 0.0)
+            # py4j's error, or the socket's, when the JVM is gone: whatever it is, the JVM's end is the cause to name.
+            code = _jvm_ended_by(session, e)
             if code is None:
                 raise
             log = _log_since(jvm_log, log_start) if own_session else ""
@@ -567,14 +566,22 @@ def _jvm_exit_code(session: SparkSession, wait: float = 0.0) -> int | None:
     return code
 
 
-def _connection_lost(error: BaseException) -> bool:
-    """Whether ``error`` (or one it came from) is the connection to the JVM lost."""
+def _jvm_unanswered(error: BaseException) -> bool:
+    """Whether ``error`` (or one it came from) is the JVM not answering: the connection lost, or py4j's error for a
+    call that got no answer. A Java exception (``Py4JJavaError``) is an answer: the JVM is up."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, (ConnectionError, EOFError, Py4JNetworkError)):
+        if isinstance(seen, (ConnectionError, EOFError)) or (
+                isinstance(seen, Py4JError) and not isinstance(seen, Py4JJavaError)):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _jvm_ended_by(session: SparkSession, error: BaseException) -> int | None:
+    """The driver JVM's exit code if ``error`` came from its end (None: the JVM is up, or not this process's). The
+    JVM's sockets close a moment before it has exited: an error of the JVM not answering waits for it."""
+    return _jvm_exit_code(session, wait=JVM_EXIT_WAIT if _jvm_unanswered(error) else 0.0)
 
 
 @contextmanager
@@ -584,9 +591,7 @@ def _quiet_when_jvm_ends(session: SparkSession) -> Iterator[None]:
     nothing to an operator. Only what those threads report once the JVM has exited is dropped; with the JVM gone,
     the quiet stays (the process has no Spark left to report on)."""
     def jvm_ended(error: BaseException | None) -> bool:
-        # An error that is not the connection lost may still be its consequence: a short wait for those.
-        wait = JVM_EXIT_WAIT if error is not None and _connection_lost(error) else 2.0
-        return _jvm_exit_code(session, wait=wait) is not None
+        return error is not None and _jvm_ended_by(session, error) is not None
 
     class Quiet(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
