@@ -59,10 +59,18 @@ from __future__ import annotations
 from pipelines.quality.expectations import Check, Skip, column_of
 from pipelines.quality.gx import GxRunner
 from pipelines.quality.inputs import ExternalInputs, TableSet
-from pipelines.quality.results import RESULTS_TABLE, CheckResult, QualityRun, read_results, write_results
+from pipelines.quality.results import (
+    RESULTS_TABLE,
+    CheckResult,
+    QualityRun,
+    StoredRun,
+    latest_run,
+    read_results,
+    write_results,
+)
 from pipelines.quality.runner import check_cluster, run_checks
 from pipelines.quality.suites import CHECKS, FRAMES, SKIPS, build_frames, checks_for
 
 __all__ = ["CHECKS", "FRAMES", "RESULTS_TABLE", "SKIPS", "Check", "CheckResult", "ExternalInputs", "GxRunner",
-           "QualityRun", "Skip", "TableSet", "build_frames", "check_cluster", "checks_for", "column_of", "read_results",
-           "run_checks", "write_results"]
+           "QualityRun", "Skip", "StoredRun", "TableSet", "build_frames", "check_cluster", "checks_for", "column_of",
+           "latest_run", "read_results", "run_checks", "write_results"]

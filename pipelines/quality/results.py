@@ -20,6 +20,8 @@ from pipelines.quality.inputs import read_delta
 
 #: The results table (appended once per run, one row per expectation and cluster; docs/data-quality.md).
 RESULTS_TABLE = "dq_results"
+#: The key of a run's id in the metadata of the commit that appended it.
+_RUN_ID_KEY = "kraft_jbod.dq_run_id"
 
 
 RESULTS_SCHEMA = pa.schema([
@@ -133,7 +135,7 @@ def write_results(tables_dir: str | Path, run: QualityRun) -> Path:
     arrays = {f.name: (pa.array(columns[f.name], pa.int64()).cast(TIME) if f.type == TIME
                        else pa.array(columns[f.name], f.type)) for f in RESULTS_SCHEMA}
     write_deltalake(str(path), pa.table(arrays, schema=RESULTS_SCHEMA), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"kraft_jbod.dq_run_id": run.run_id}))
+                    commit_properties=CommitProperties(custom_metadata={_RUN_ID_KEY: run.run_id}))
     return path
 
 
@@ -141,3 +143,33 @@ def read_results(tables_dir: str | Path, run_id: str | None = None) -> pd.DataFr
     """The ``dq_results`` rows (of one run, or all), through the Delta log."""
     filters = [] if run_id is None else [("run_id", "=", run_id)]
     return read_delta(Path(tables_dir) / RESULTS_TABLE, filters).to_pandas()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A run of the checks stored in ``dq_results``: its id and when it ran."""
+
+    run_id: str
+    run_time: datetime
+
+
+def latest_run(tables_dir: str | Path, cluster: str | None = None) -> StoredRun | None:
+    """The newest run in ``dq_results`` (that checked ``cluster``), None when the tables hold none: what a review of
+    the scheduled checks' results reads instead of running them again (minutes at millions of partitions)."""
+    if not (Path(tables_dir) / RESULTS_TABLE / "_delta_log").is_dir():
+        return None
+    filters = [] if cluster is None else [("cluster_id", "=", cluster)]
+    runs = read_delta(Path(tables_dir) / RESULTS_TABLE, filters, ["run_id", "run_time"])
+    if runs.num_rows == 0:
+        return None
+    times = dict(zip(runs.column("run_id").to_pylist(), runs.column("run_time").to_pylist(), strict=False))
+    newest = max(times.values())
+    tied = {run_id for run_id, at in times.items() if at == newest}
+    if len(tied) > 1:
+        # Runs within one second (run_time is whole seconds): the later commit is the later run (write_results
+        # names its run in the commit's metadata).
+        for commit in DeltaTable(str(Path(tables_dir) / RESULTS_TABLE)).history():
+            if commit.get(_RUN_ID_KEY) in tied:
+                tied = {commit[_RUN_ID_KEY]}
+                break
+    return StoredRun(run_id=min(tied), run_time=newest)

@@ -666,11 +666,27 @@ def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[i
 
     from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
 
-    rows = entity_versions(tables, ENTITIES["offline"], cluster, -1 if upto is None else upto, [])
+    rows = entity_versions(tables, ENTITIES["offline"], cluster, upto, [])
     spans = _ascending(rows.column("start")), _ascending(pc.drop_null(rows.column("end")))
     del rows
     _release_arrow()
     return spans
+
+
+def offline_curve(tables: Path, cluster: str, upto: int | None = None) -> tuple[list[int], list[int]]:
+    """The cluster's offline replicas over time: each offset by ``upto`` (None: the last) at which their number
+    changes, and the number after it — :func:`~jbod_model.report_rows.counts_at` of the ``offline_replicas``
+    intervals, as the report's offline series counts them, so the count at any offset N is the last one at an
+    offset ≤ N. What a plot of them needs, without the millions of intervals as rows (the notebooks')."""
+    import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+    starts, ends = offline_spans(tables, cluster, upto)
+    # The arrays' own buffers (int64): no Python int per interval.
+    points = np.union1d(np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64))
+    if upto is not None:
+        points = points[points <= upto]  # an interval's end after ``upto`` is kept as stored
+    offsets = points.tolist()
+    return offsets, counts_at(offsets, starts, ends)
 
 
 @dataclass(frozen=True, slots=True)

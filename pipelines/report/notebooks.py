@@ -123,7 +123,9 @@ def run_notebook(path: Path, params: Mapping[str, Any], output: Path, *, cwd: Pa
         client = NotebookClient(book, km=km, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str((cwd or Path.cwd()).resolve())}})
         try:
-            client.execute()
+            # The kernel stopped here, not when this process exits: nbclient leaves a kernel manager it was handed
+            # running, and the orphaned kernel then said "Parent appears to have exited" on the user's terminal.
+            client.execute(cleanup_kc=True)
         except CellExecutionError as e:
             nbformat.write(book, output)
             # The exception's text is the failing cell's traceback, already readable.

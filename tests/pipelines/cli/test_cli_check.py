@@ -7,6 +7,7 @@ tests/pipelines/quality/test_check.py runs the same logs through the Spark job."
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,16 @@ from typer.testing import CliRunner
 
 from pipelines.cli.check import register
 from pipelines.cli.shared import EXIT_INPUT
-from pipelines.quality import CHECKS, SKIPS, read_results
+from pipelines.quality import (
+    CHECKS,
+    SKIPS,
+    CheckResult,
+    QualityRun,
+    StoredRun,
+    latest_run,
+    read_results,
+    write_results,
+)
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -78,9 +88,32 @@ def test_the_demo_passes_with_results_table_and_data_docs(demo: Path) -> None:
     assert set(rows["cluster_id"]) == {DEMO_CLUSTER} and rows["run_id"].nunique() == 1
     assert set(rows["status"]) == {"passed", "skipped"}
     assert rows.loc[rows["expectation"] == "I14.leader_acceptable", "element_count"].item() == 5
-    # A second run appends: the table is a history of checks.
+    assert latest_run(demo) == latest_run(demo, DEMO_CLUSTER) == StoredRun(rows["run_id"][0], rows["run_time"][0])
+    assert latest_run(demo, "another-cluster") is None
+    # A second run appends: the table is a history of checks, and the newest run is the second.
+    first = latest_run(demo)
     assert check("--tables", str(demo), "--no-docs").exit_code == 0
-    assert read_results(demo)["run_id"].nunique() == 2
+    rows = read_results(demo)
+    assert rows["run_id"].nunique() == 2
+    newest = latest_run(demo)
+    assert newest is not None and first is not None and newest.run_id != first.run_id
+    assert newest.run_time == rows["run_time"].max() and newest.run_time >= first.run_time
+
+
+def test_tables_without_results_hold_no_stored_run(tmp_path: Path) -> None:
+    assert latest_run(tmp_path) is None
+
+
+def test_the_newest_of_two_runs_in_one_second_is_the_later_commit(tmp_path: Path) -> None:
+    """``run_time`` has whole seconds: of two runs stored within one, the one appended last is the newest (the
+    later one has the larger id here, so picking the smallest id would fail)."""
+    at = datetime(2026, 11, 25, 10, 0, 0, tzinfo=UTC)
+    result = CheckResult("c1", "structural", "I2.replicas_unique", "I2", "error", "passed", True)
+    for run_id in ("0000", "ffff"):
+        write_results(tmp_path, QualityRun(run_id=run_id, run_time=at, tables_dir=str(tmp_path), engine="pandas",
+                                           suites=("structural",), results=[result]))
+    assert latest_run(tmp_path) == latest_run(tmp_path, "c1") == StoredRun("ffff", at)
+    assert latest_run(tmp_path, "c2") is None
 
 
 @pytest.mark.parametrize("cluster", list(BAD_LOG_VERDICTS))

@@ -33,7 +33,9 @@ from jbod_model.stream import StreamRunner, load_jsonl
 from pipelines.cli import app
 from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
 from pipelines.config.profiles import JobConfig
-from pipelines.lakehouse.tables import replica_assignments_with_paths
+from pipelines.lakehouse.tables import as_of_image, replica_assignments_with_paths
+from pipelines.quality import RESULTS_TABLE, CheckResult, QualityRun, read_results, write_results
+from pipelines.report.load import offline_curve
 from pipelines.streaming.job import DEMO_INPUT, RunSummary, run_job
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -221,6 +223,57 @@ def test_notebook_explores_the_tables_jbod_run_wrote(lake: Lake, name: str, tmp_
     else:
         assert "/mnt/d1" in text, "the disk is named by its path from the inventory"
     assert not (tmp_path / "work" / "sim").exists(), "with TABLES the notebook does not simulate"
+
+
+def test_the_quality_notebook_reviews_the_stored_run_instead_of_checking_again(lake: Lake, tmp_path: Path) -> None:
+    """Notebook 03 over an operator's tables shows the newest run of the checks stored in ``dq_results`` (the
+    schedule's) and checks nothing itself (at millions of partitions a run takes minutes); with none stored and
+    ``RUN_CHECKS=False`` it says so."""
+    tables = tmp_path / "lakehouse"
+    shutil.copytree(lake.tables, tables, ignore=shutil.ignore_patterns(RESULTS_TABLE, "_checkpoints", "_dq"))
+
+    def notebook(*params: str) -> tuple[int, str]:
+        out = tmp_path / "03.ipynb"
+        result = runner.invoke(app, ["notebook", "03", "--param", f"TABLES={tables}", "--param",
+                                     f"WORKDIR={tmp_path / 'work'}", *params, "--out", str(out)])
+        book = nbformat.read(out, as_version=4)
+        outputs = [o for c in book.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+        return result.exit_code, "\n".join(str(o.get("text", "")) + str(o.get("evalue", "")) +
+                                           str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+
+    code, text = notebook("--param", "RUN_CHECKS=False")
+    assert code != 0 and "holds no run of the checks" in text
+    stored = QualityRun(run_id="a" * 32, run_time=datetime(2026, 11, 25, 9, 0, tzinfo=UTC), tables_dir=str(tables),
+                        engine="pandas", suites=("structural",),
+                        results=[CheckResult(lake.sim_cluster, "structural", "I2.replicas_unique", "I2", "error",
+                                             "passed", True, element_count=3, unexpected_count=0)])
+    write_results(tables, stored)
+    code, text = notebook("--param", f"CLUSTER={lake.sim_cluster}")
+    assert code == 0, text
+    assert f"run {stored.run_id} of 2026-11-25 09:00:00 UTC, stored in dq_results" in text
+    assert "I2.replicas_unique" in text and "results in" not in text, "the stored run shown, no new one"
+    assert list(read_results(tables)["run_id"].unique()) == [stored.run_id]
+    assert not (tmp_path / "work" / "sim").exists()
+
+
+def test_the_offline_curve_counts_the_offline_replicas_of_the_image_at_every_offset(lake: Lake) -> None:
+    """``offline_curve`` (notebook 01's plot): at every offset, the last count at or before it is the number of
+    offline replicas in the image as of that offset — the tables' image, itself equal to the replay's."""
+    cluster = lake.sim_cluster
+    offsets, counts = offline_curve(lake.tables, cluster)
+    assert offsets == sorted(set(offsets)) and len(offsets) == len(counts) and max(counts) > 0
+    last = json.loads(runner.invoke(app, ["image", "--tables", str(lake.tables), "--cluster", cluster,
+                                          "--json"]).stdout)["lastOffset"]
+    for at in sorted({0, offsets[0], *offsets[::3], offsets[-1], last}):
+        image = as_of_image(lake.tables, cluster, as_of_offset=at)
+        expected = sum(r["offline"] for r in image["replicas"])
+        shown = next((c for o, c in zip(reversed(offsets), reversed(counts), strict=True) if o <= at), 0)
+        assert shown == expected, at
+    # Up to an offset: the changes after it are left out, the ones before it are the same.
+    middle = offsets[len(offsets) // 2]
+    assert offline_curve(lake.tables, cluster, middle) == ([o for o in offsets if o <= middle],
+                                                            [c for o, c in zip(offsets, counts, strict=True)
+                                                             if o <= middle])
 
 
 def test_as_of_a_time_is_the_last_offset_appended_by_then(lake: Lake) -> None:

@@ -4,6 +4,8 @@ calls — with ``WORKDIR`` pointed at a temporary folder."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -103,3 +105,20 @@ def test_the_kernel_says_nothing_to_the_user(tmp_path: Path, capfd: pytest.Captu
     captured = capfd.readouterr()
     assert "WARNING" not in captured.err and "without encryption" not in captured.err, captured.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb", "tiny.ipynb"]  # no socket files left here
+
+
+def test_jbod_notebook_stops_its_kernel_before_it_exits(tmp_path: Path) -> None:
+    """``jbod notebook`` stops the kernel it started: nbclient leaves a kernel manager it is handed running, and the
+    kernel, orphaned when the command exited, printed "[IPKernelApp] WARNING | Parent appears to have exited,
+    shutting down." after every run."""
+    book = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("ANSWER = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print(ANSWER * 2)")])
+    nbformat.write(book, tmp_path / "tiny.ipynb")
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "notebook", str(tmp_path / "tiny.ipynb"),
+                           "--param", "ANSWER=21", "--out", str(tmp_path / "out.ipynb")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "3 cells" in done.stdout
+    # The output is read to its end, which an orphaned kernel holding the same stderr delays until it says it.
+    assert "Parent appears to have exited" not in done.stderr and "WARNING" not in done.stderr, done.stderr
