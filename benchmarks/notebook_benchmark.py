@@ -5,9 +5,10 @@ Runs each notebook as an operator does, one process per notebook::
 
     jbod notebook NN --param TABLES=T [--param CLUSTER=C] --out DIR/NN.ipynb
 
-and prints its wall seconds and peak RSS (GNU ``time``'s ``%M`` of the command: the kernel is a child of it, so
-the peak is the larger of the two processes'), then the slowest cells of the executed notebook, timed by the kernel
-itself (nbclient records when each cell started and replied)::
+and prints its wall seconds and peak memory — the resident memory of the command and its kernel summed, sampled from
+``/proc`` every 0.2 s (GNU ``time`` would see the command alone: the kernel is its child, never waited for by
+``time``) —, then the slowest cells of the executed notebook, timed by the kernel itself (nbclient records when each
+cell started and replied)::
 
     python benchmarks/notebook_benchmark.py TABLES [--cluster C] [--only 01 02 03] [--cells 4] [--json]
 
@@ -19,18 +20,54 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import nbformat
-from clusters import run_measured  # beside this script (run as a script, like every benchmark)
 
 from pipelines.report.notebooks import notebooks
 
 GOAL_SECONDS = 30.0
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(root: int) -> int:
+    """The resident bytes of ``root`` and every process under it, now (0 for what ended meanwhile)."""
+    parents: dict[int, int] = {}
+    resident: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8") as stat:
+                parents[int(name)] = int(stat.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{name}/statm", encoding="utf-8") as statm:
+                resident[int(name)] = int(statm.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        grew = bool(below)
+        tree |= below
+    return sum(resident.get(pid, 0) for pid in tree)
+
+
+def run_sampled(argv: list[str], stderr: IO[bytes]) -> tuple[float, int, int]:
+    """Run ``argv`` to its end: wall seconds, the peak of its process tree's resident bytes, its exit code."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc.pid))
+        time.sleep(0.2)
+    return time.perf_counter() - started, peak, proc.returncode
 
 
 def cell_seconds(book: nbformat.NotebookNode) -> list[tuple[float, str]]:
@@ -55,13 +92,13 @@ def measure(name: str, tables: Path, cluster: str | None, folder: Path) -> dict[
             "--param", f"WORKDIR={folder / 'work' / name}", "--out", str(out)]
     if cluster is not None:
         argv += ["--param", f"CLUSTER={cluster}"]
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        run = run_measured(argv, stdout, stderr)
+    with tempfile.NamedTemporaryFile() as stderr:
+        seconds, peak, code = run_sampled(argv, stderr)
         stderr.seek(0)
-        error = stderr.read().decode(errors="replace").strip().splitlines()[-1:] if run.returncode else []
+        error = stderr.read().decode(errors="replace").strip().splitlines()[-1:] if code else []
     cells = cell_seconds(nbformat.read(out, as_version=4)) if out.exists() else []
-    return {"notebook": name, "seconds": round(run.seconds, 2), "rss_mb": round(run.rss_bytes / 2**20),
-            "returncode": run.returncode, "error": error[0] if error else None,
+    return {"notebook": name, "seconds": round(seconds, 2), "rss_mb": round(peak / 2**20),
+            "returncode": code, "error": error[0] if error else None,
             "cells": [{"seconds": round(s, 2), "cell": c} for s, c in cells]}
 
 
