@@ -734,34 +734,43 @@ def _last_of_each_key(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Tab
     return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
 
 
-def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
-    """``rows`` (not empty) sorted by ``keys`` then ``start``, and for each row but the last whether the next row
-    has another key: one sort and a shifted compare per key column."""
+def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str, keep: Sequence[str] | None = None,
+                ) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
+    """``rows`` (not empty; only the columns ``keep``, default all) sorted by ``keys`` then ``start``, and for each
+    row but the last whether the next row has another key: one sort, and a shifted compare of the packed key (of
+    each key column where the keys do not pack)."""
     n = rows.num_rows
     # A text key (a topic id) is sorted by its rank among its distinct values, the same order: comparing strings row
     # against row dominated the sort of millions of replica versions naming a few hundred topics.
     ranked = {k: _rank(rows.column(k)) for k in keys}
-    order = _packed_order(ranked, rows.column(start))
-    if order is None:
-        table = pa.table({**ranked, start: rows.column(start)})
-        order = pc.sort_indices(table, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")])
+    packed_order = _packed_order(ranked, rows.column(start))
+    kept = rows if keep is None else rows.select(list(keep))
+    if packed_order is not None:
+        order, packed = packed_order
+        # The packed key is one-to-one with the keys (each column offset and scaled by the spans after it): the
+        # key changes where it does — no compare of millions of topic ids, nor a take of the key columns unkept.
+        return kept.take(order), pa.array(packed[1:] != packed[:-1])
+    table = pa.table({**ranked, start: rows.column(start)})
+    order = pc.sort_indices(table, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")])
+    del ranked, table
     ordered = rows.take(order)
-    del ranked, order
     breaks: pa.Array | pa.ChunkedArray | None = None
     for key in keys:
         column = ordered.column(key)
         differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
         breaks = differs if breaks is None else pc.or_(breaks, differs)
     assert breaks is not None
-    return ordered, breaks
+    return ordered if keep is None else ordered.select(list(keep)), breaks
 
 
-def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Array | pa.ChunkedArray) -> Any:
+def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Array | pa.ChunkedArray,
+                  ) -> tuple[pa.Array, Any] | None:
     """The order that sorts rows by ``keys`` (integer columns: ranks or ids) then ``start``, stably, from the keys
     packed into one 64-bit integer (each column offset by its least value, times the span of those after it) and
     two stable numpy sorts — start, then the packed key: Arrow's sort over several columns compares row by row and
-    took seconds for the millions of replica versions at 200 k partitions. None where a key or start holds a null or
-    the spans do not fit 63 bits (the caller sorts with Arrow)."""
+    took seconds for the millions of replica versions at 200 k partitions; with it, the packed keys in that order
+    (a numpy array). None where a key or start holds a null or the spans do not fit 63 bits (the caller sorts with
+    Arrow)."""
     import numpy as np  # noqa: PLC0415 - only this sort needs it, not every command that loads the module
 
     columns = [*keys.values(), start]
@@ -785,8 +794,9 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
     starts = (starts.combine_chunks() if isinstance(starts, pa.ChunkedArray) else starts).to_numpy()
     by_start = np.argsort(starts, kind="stable")
     if packed is None:
-        return pa.array(by_start)
-    return pa.array(by_start[np.argsort(packed[by_start], kind="stable")])
+        return pa.array(by_start), np.zeros(len(starts), dtype=np.int64)
+    order = by_start[np.argsort(packed[by_start], kind="stable")]
+    return pa.array(order), packed[order]
 
 
 def _rank(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -830,7 +840,8 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
         bound = "" if as_of_offset is None else f" AND {row}{_quote(start)} <= {int(as_of_offset)}"
         return f"{row}cluster_id = {_lit(cluster)}{bound}"
 
-    wanted = [*names, *(c for c in columns if c not in names), start, REMOVED, *([end] if end else [])]
+    # Once each: a caller may ask for the start or end columns among the value's.
+    wanted = list(dict.fromkeys([*names, *columns, start, REMOVED, *([end] if end else [])]))
     keys = ", ".join(_quote(k) for k in names)
     newest = f"SELECT {keys}, max({_quote(start)}) AS newest_start FROM stored WHERE {where('')} GROUP BY {keys}"
     on = " AND ".join([*(f"s.{_quote(k)} = n.{_quote(k)}" for k in names), f"s.{_quote(start)} = n.newest_start"])
@@ -853,7 +864,8 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
 
 
 def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
-                    columns: Sequence[str], where: str | None = None, *, keys_where: str | None = None) -> pa.Table:
+                    columns: Sequence[str], where: str | None = None, *, keys_where: str | None = None,
+                    with_keys: bool = True) -> pa.Table:
     """The ``entity``'s history versions of ``cluster`` that start by ``as_of_offset`` (None: all), with their key
     columns, ``columns`` and ``start``/``end`` (the interval's offsets; ``end`` null while current, and an end after
     ``as_of_offset`` is kept as stored) — the versions :func:`resolved_sql`'s view gives, read from the stored rows
@@ -863,7 +875,9 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
     ``where``: a further SQL condition on the stored rows — one that keeps every row of a key it keeps any of, or
     the ends would be lost. ``keys_where``: only the keys that have a row matching this condition (by then), with
     all their rows — found first with the condition pushed down, then joined: a few placeholder placements among
-    millions of replica versions cost their own rows, not a sort of the table."""
+    millions of replica versions cost their own rows, not a sort of the table. ``with_keys=False`` leaves the key
+    columns out of the result (they are still read: the versions are ordered by them): the offline intervals' spans
+    are 12 M rows at 2 M partitions, and a topic id per row is most of their bytes."""
     names = [k for k, _ in entity.key]
     lo, hi = (f"{c}_offset" for c in entity.interval)
     condition = f"cluster_id = {_lit(cluster)}"
@@ -881,17 +895,17 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
                + f" WHERE {condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
                + ("" if where is None else f" AND ({where})"))
     read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, entity.history)).execute(sql)))
+    shown = list(dict.fromkeys([*(names if with_keys else ()), *columns]))
     if read.num_rows == 0:
-        return pa.table({**{c: read.column(c) for c in (*names, *columns)}, "start": read.column(lo),
-                         "end": read.column(hi)})
-    rows, breaks = _key_breaks(read, names, lo)
+        return pa.table({**{c: read.column(c) for c in shown}, "start": read.column(lo), "end": read.column(hi)})
+    rows, breaks = _key_breaks(read, names, lo, None if with_keys else list(dict.fromkeys([*shown, lo, hi, REMOVED])))
+    del read
     following = pc.if_else(breaks, pa.scalar(None, pa.int64()), rows.column(lo).slice(1))
     following = pa.concat_arrays([*(following.chunks if isinstance(following, pa.ChunkedArray) else [following]),
                                   pa.array([None], pa.int64())])
     end = pc.coalesce(rows.column(hi), following)
     live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
-    out = {c: rows.column(c) for c in (*names, *(c for c in columns if c not in names))}
-    return pa.table({**out, "start": rows.column(lo), "end": end}).filter(live)
+    return pa.table({**{c: rows.column(c) for c in shown}, "start": rows.column(lo), "end": end}).filter(live)
 
 
 def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Sequence[str] | None = None,

@@ -162,7 +162,7 @@ def latest_run(tables_dir: str | Path, cluster: str | None = None) -> StoredRun 
     runs = read_delta(Path(tables_dir) / RESULTS_TABLE, filters, ["run_id", "run_time"])
     if runs.num_rows == 0:
         return None
-    times = dict(zip(runs.column("run_id").to_pylist(), runs.column("run_time").to_pylist(), strict=False))
+    times = dict(zip(runs.column("run_id").to_pylist(), runs.column("run_time").to_pylist(), strict=True))
     newest = max(times.values())
     tied = {run_id for run_id, at in times.items() if at == newest}
     if len(tied) > 1:

@@ -666,7 +666,7 @@ def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[i
 
     from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
 
-    rows = entity_versions(tables, ENTITIES["offline"], cluster, upto, [])
+    rows = entity_versions(tables, ENTITIES["offline"], cluster, upto, [], with_keys=False)
     spans = _ascending(rows.column("start")), _ascending(pc.drop_null(rows.column("end")))
     del rows
     _release_arrow()
