@@ -131,6 +131,17 @@ def test_a_short_table_is_printed_whole() -> None:
     assert "<details" not in part and part.count("<tr") == FIRST_ROWS + 2
 
 
+def test_the_timeline_alone_is_the_documents_and_can_count_its_partitions() -> None:
+    """``timeline_json`` (notebook 02's) is the report document's ``timeline``; without the partitions listed, each
+    event counts them."""
+    report = demo_report()
+    whole = render.timeline_json(report)
+    assert whole and whole == report_to_json(report)["timeline"] and any(e["partitions"] for e in whole)
+    counted = render.timeline_json(report, partitions=False)
+    assert counted == [{**{k: v for k, v in e.items() if k != "partitions"}, "partitionCount": len(e["partitions"])}
+                       for e in whole]
+
+
 def test_the_timeline_keeps_its_latest_events_in_view() -> None:
     report = demo_report()
     event = report.timeline[0]
