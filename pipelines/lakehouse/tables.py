@@ -792,10 +792,16 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
         width *= span
     starts = pc.cast(start, pa.int64())
     starts = (starts.combine_chunks() if isinstance(starts, pa.ChunkedArray) else starts).to_numpy()
-    by_start = np.argsort(starts, kind="stable")
     if packed is None:
-        return pa.array(by_start), np.zeros(len(starts), dtype=np.int64)
-    order = by_start[np.argsort(packed[by_start], kind="stable")]
+        return pa.array(np.argsort(starts, kind="stable")), np.zeros(len(starts), dtype=np.int64)
+    low, high = (int(starts.min()), int(starts.max())) if len(starts) else (0, 0)
+    if width * (high - low + 1) < 1 << 62:
+        # The start packed in too: one stable sort of the key and start instead of two (ties, rows of one key and
+        # start, keep their order either way).
+        order = np.argsort(packed * (high - low + 1) + (starts - low), kind="stable")
+    else:
+        by_start = np.argsort(starts, kind="stable")
+        order = by_start[np.argsort(packed[by_start], kind="stable")]
     return pa.array(order), packed[order]
 
 

@@ -629,10 +629,18 @@ def _flat(column: Any) -> tuple[array[int], array[int]]:
 
 
 def _ascending(column: Any) -> array[int]:
-    """An integer Arrow column without nulls, sorted, as ``array('q')``."""
-    import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
+    """An integer Arrow column without nulls, sorted, as ``array('q')`` — sorted by numpy, in place in the copy the
+    array is made from (Arrow's sort gives indices, stably, and a take: twice the time for ten million offsets)."""
+    import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+    import pyarrow as pa  # noqa: PLC0415
 
-    return _offsets(column.take(pc.sort_indices(column)))
+    out = array("q")
+    if len(column):
+        values = (column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column).cast(pa.int64())
+        ordered = np.array(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+        ordered.sort()
+        out.frombytes(ordered.tobytes())
+    return out
 
 
 def _encoded(column: Any) -> tuple[Any, list[str]]:
