@@ -3,16 +3,18 @@
 The job's time is mostly its Python workers running ``pipelines.streaming.processor.replay_packets``
 (docs/state-design.md "Where the time goes"). This benchmark runs exactly that function — input packets made by the
 source's own ``entry_to_row``/``fan_out``/``pack_rows``, split over the replay buckets, cut into the job's
-micro-batches; each unpacked, replayed and its output made into typed tables and Arrow IPC packets — over in-memory
+micro-batches; each unpacked, replayed and its output made into typed tables and written as Arrow IPC files (a
+temporary folder) — over in-memory
 stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, which also counts the state calls, each a round
 trip to the JVM in Spark), and prints its CPU seconds beside the pure model's replay of the same records and beside
 the model's part of the operator run alone (``model_cpu_seconds``: each bucket's entries replayed by
 ``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, each step through
 ``owned_routed_step`` — what the operator asks of ``jbod_model``, without the state store's reads and the sink's
-rows), and apart, the CPU of the output's way to the table writes (``output_arrow_cpu_seconds``: the output frame
-to Arrow, pyspark's part in the worker; ``driver_plan_cpu_seconds``: the driver's ``unpack_output``,
+rows), and apart, the CPU of the output's way to the table writes (``output_arrow_cpu_seconds``: the frame naming
+the files to Arrow, pyspark's part in the worker; ``driver_plan_cpu_seconds``: the driver's ``read_parts``,
 ``settle_batch`` and ``plan_batch``, no Delta write). Before the thirteenth round ``cpu_seconds`` left the output
-packets out (they were ``output_packets_cpu_seconds``)::
+packets out (they were ``output_packets_cpu_seconds``); until the seventeenth the output was Arrow IPC packets
+returned through Spark instead of files::
 
     python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
                                             [--sink-tables]
@@ -28,8 +30,10 @@ import argparse
 import collections
 import cProfile
 import json
+import os
 import pstats
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,9 +47,10 @@ from jbod_model.changes import DictImageStore, IncrementalReplayer
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
 from jbod_model.stream import entry_from_json
+from pipelines.lakehouse.staging import read_parts
 from pipelines.lakehouse.tables import plan_batch
 from pipelines.streaming.codec import entry_to_row, fan_out, pack_rows, unpack_rows
-from pipelines.streaming.processor import batch_rows, replay_bucket, replay_packets, settle_batch, unpack_output
+from pipelines.streaming.processor import batch_rows, output_parts, replay_bucket, replay_packets, settle_batch
 from pipelines.streaming.stateful import MAP_STATES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
@@ -55,29 +60,34 @@ from test_quality_support import FakeMapState, FakeValueState
 
 def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]:
     """Run every bucket's batches through the operator on fresh state, as a worker does (``replay_packets``: the
-    packet unpacked, replayed, the output's typed tables and Arrow IPC packets made): its CPU seconds, rows out, state
-    calls; and apart, the CPU of the output's way to the tables' writes: the output frame to Arrow (pyspark's part
-    in the worker) and the driver's side (``unpack_output``, ``settle_batch``, ``plan_batch``; no Delta write)."""
+    packet unpacked, replayed, the output's typed tables written as files): its CPU seconds, rows out, state calls;
+    and apart, the CPU of the output's way to the tables' writes: the frame naming the files to Arrow (pyspark's
+    part in the worker) and the driver's side (``read_parts``, ``settle_batch``, ``plan_batch``; no Delta write)."""
     out_rows = 0
     calls: collections.Counter[str] = collections.Counter()
     replay = packets = driver = 0.0
-    for bucket, batches in inputs.items():
-        maps = {name: FakeMapState() for name in MAP_STATES}
-        meta = FakeValueState()
-        for packet in batches:
-            start = time.process_time()
-            frame = replay_packets("bench", [(0, packet)], meta, maps, bucket, buckets)  # type: ignore[arg-type]
-            replay += time.process_time() - start
-            start = time.process_time()
-            out = [] if frame is None else [pa.Table.from_pandas(frame, preserve_index=False)]
-            packets += time.process_time() - start
-            start = time.process_time()
-            if out:
-                rows = unpack_output(pa.concat_tables(out))
-                out_rows += batch_rows(rows)
-                plan_batch(settle_batch(rows, {}))
-            driver += time.process_time() - start
-        calls.update({name: m.calls for name, m in maps.items()})
+    with tempfile.TemporaryDirectory(prefix="operator-benchmark-") as directory:
+        for bucket, batches in inputs.items():
+            maps = {name: FakeMapState() for name in MAP_STATES}
+            meta = FakeValueState()
+            for packet in batches:
+                start = time.process_time()
+                frame = replay_packets("bench", [(0, packet)], meta, maps, bucket, buckets,  # type: ignore[arg-type]
+                                       directory=directory)
+                replay += time.process_time() - start
+                start = time.process_time()
+                out = None if frame is None else pa.Table.from_pandas(frame, preserve_index=False)
+                packets += time.process_time() - start
+                start = time.process_time()
+                if out is not None:
+                    parts = output_parts(out)
+                    rows = read_parts(parts)
+                    out_rows += batch_rows(rows)
+                    plan_batch(settle_batch(rows, {}))
+                    for part in parts:
+                        os.remove(part.file)
+                driver += time.process_time() - start
+            calls.update({name: m.calls for name, m in maps.items()})
     return {"cpu_seconds": round(replay, 2), "output_arrow_cpu_seconds": round(packets, 2),
             "driver_plan_cpu_seconds": round(driver, 2), "rows_out": out_rows, "state_calls": calls.total(),
             "state_calls_by_variable": dict(calls.most_common())}

@@ -35,7 +35,7 @@ from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.metadata import NO_LEADER
 from jbod_model.storage.log_reader import ReadPolicy
 from pipelines.config.profiles import JobConfig, Trigger
-from pipelines.lakehouse.staging import STAGED_DIR, WriteBehind, flush_staged
+from pipelines.lakehouse.staging import PARTS_DIR, STAGED_DIR, WriteBehind, flush_staged, read_parts, remove_parts
 from pipelines.lakehouse.tables import (
     ENTITIES,
     DeltaRsWriter,
@@ -47,7 +47,7 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.classdata import archive_options, cache_dir, release
-from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, settle_batch, unpack_output
+from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, output_parts, settle_batch
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
 from pipelines.streaming.sparkhome import use_python_home
 from pipelines.streaming.stateful import ClusterReplayProcessor
@@ -342,8 +342,9 @@ def halted_clusters(tables_dir: Path) -> dict[str, int]:
 
 
 class _Sink:
-    """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator), settle the buckets'
-    rows into the clusters' (``pipelines.streaming.processor.settle_batch``), and hand them to the write-behind
+    """The ``foreachBatch`` function: collect the batch once (it runs the stateful operator, whose tasks write the
+    rows as files and return their names), read the files, settle the buckets' rows into the clusters'
+    (``pipelines.streaming.processor.settle_batch``), and hand them to the write-behind
     (``pipelines.lakehouse.staging``): the batch is staged in the checkpoint and written while Spark computes the
     next one. :meth:`drain` waits for the last write."""
 
@@ -366,13 +367,18 @@ class _Sink:
             writer.ensure_tables()
             self._behind = WriteBehind(writer, self._checkpoint_dir / STAGED_DIR, self._written)
             self._halted = self._load_halted() if self._load_halted is not None else {}
-        batch = settle_batch(unpack_output(df.toArrow()), self._halted)
+        parts = output_parts(df.toArrow())
+        read = read_parts(parts)
+        batch = settle_batch(read, self._halted)
         rows = batch_rows(batch)
         self._computed[batch_id] = (rows, time.monotonic() - started)
         if rows:
-            self._behind.submit(batch_id, batch)
+            # Settled as they were (nearly every batch): the operator's files are the batch, moved into its staging.
+            as_read = batch.keys() == read.keys() and all(batch[name] is read[name] for name in read)
+            self._behind.submit(batch_id, batch, parts if as_read else None)
         else:
             self._behind.drain()  # the batches' stats in order
+            remove_parts(self._checkpoint_dir / STAGED_DIR, batch_id)
             self._written(batch_id, {}, 0.0)
 
     def _written(self, batch_id: int, written: dict[str, int], write_seconds: float) -> None:
@@ -387,8 +393,11 @@ class _Sink:
             self._behind.drain()
 
     def close(self) -> None:
+        """Once the query has stopped: wait for the write in flight and remove the operator's files of batches never
+        staged (a stopped query's; Spark runs those batches again)."""
         if self._behind is not None:
             self._behind.close()
+        remove_parts(self._checkpoint_dir / STAGED_DIR)
 
 
 def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir: str | Path | None = None, *,
@@ -472,7 +481,9 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     started = time.monotonic()
     stream = session.readStream.format(SOURCE_NAME).options(**options).load()
     replayed = stream.groupBy("cluster_id", "bucket").transformWithStateInPandas(
-        statefulProcessor=ClusterReplayProcessor(bucket_count, bulk_read_rows), outputStructType=OUTPUT_SCHEMA,
+        statefulProcessor=ClusterReplayProcessor(bucket_count, str(checkpoint / STAGED_DIR / PARTS_DIR),
+                                                 bulk_read_rows),
+        outputStructType=OUTPUT_SCHEMA,
         outputMode="Append", timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
     with _quiet_when_jvm_ends(session) if own_session else nullcontext():
@@ -534,15 +545,17 @@ _OOM = re.compile(r"Terminating due to java\.lang\.OutOfMemoryError: ([^\n]*)")
 def jvm_stopped(exit_code: int, log: str, driver_memory: str, max_entries_per_batch: int, see: str) -> JbodError:
     """The error a run becomes when the driver's JVM stops under it (``exit_code``; ``log``: what it wrote during the
     run). Nothing is lost: what the job wrote stays, and the next run resumes from the checkpoint. Out of memory
-    (:data:`EXIT_ON_OOM`), the way out is named: a micro-batch's output is gathered on the driver, and the micro-batch
-    that was running is run again as it was planned (its offsets are in the checkpoint) — so a larger heap; a smaller
-    cap only shapes the micro-batches planned after it."""
+    (:data:`EXIT_ON_OOM`), the way out is named: with a local master the driver's JVM is the executor too (a
+    micro-batch's input rows, the shuffle, the state store's reads and writes pass through its heap; until the
+    seventeenth round its whole output did), and the micro-batch that was running is run again as it was planned
+    (its offsets are in the checkpoint) — so a larger heap; a smaller cap only shapes the micro-batches planned after
+    it."""
     resume = "What the job wrote stays; the next run resumes from its checkpoint."
     found = _OOM.findall(log)
     if found:
         return JbodError(
             f"Spark's driver JVM ran out of memory ({found[-1].strip() or 'OutOfMemoryError'}; spark.driver.memory "
-            f"{driver_memory}) gathering a micro-batch's output, and stopped. {resume} That micro-batch runs again "
+            f"{driver_memory}) running a micro-batch, and stopped. {resume} That micro-batch runs again "
             "as it was planned: give the next run a larger spark.driver.memory (the profile's spark.conf); a "
             f"smaller --max-entries-per-batch (this run's: {max_entries_per_batch}) keeps the micro-batches after it "
             f"smaller.{see}")

@@ -27,14 +27,15 @@ moves values between Spark state, ``jbod_model`` objects and output rows.
 Output rows are typed, table by table (``pipelines.lakehouse.tables.operator_schema``): either a row of an
 append-only table (``records``, ``controller_responses``, ``replay_faults``, ``log_gaps``) or a change event of a
 keyed entity (its key, ``o`` offset, ``t`` ms, the new value's columns, ``removed``) that
-:mod:`pipelines.lakehouse.tables` turns into current and history rows.
+:mod:`pipelines.lakehouse.tables` turns into current and history rows. A task writes them as files, one per table
+(:func:`pipelines.lakehouse.staging.write_part`), and returns only their names (:data:`OUTPUT_SCHEMA`).
 """
 
 from __future__ import annotations
 
 import functools
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 import orjson
@@ -66,6 +67,7 @@ from jbod_model.replicas import ReplicaState
 from jbod_model.slots import gc_paused
 from jbod_model.stream import RequestEntry
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.staging import Part, owned, write_part
 from pipelines.lakehouse.tables import ENTITIES, operator_schema
 from pipelines.streaming.codec import (
     DATA,
@@ -95,11 +97,10 @@ from pipelines.streaming.codec import (
     unpack_rows,
 )
 
-#: The operator's output schema: packets of a bucket's output rows of one table (see :class:`RowSink`), at most
-#: :data:`OUTPUT_PACKET_ROWS` of them as one Arrow IPC stream of typed columns (``rows``): one Spark row costs the
-#: JVM the same conversions and copies whatever it holds, and no value is turned into text and parsed back
-#: (:func:`unpack_output` on the driver).
-OUTPUT_SCHEMA = "cluster_id string, bucket int, table string, rows binary"
+#: The operator's output schema: one row per file a bucket's batch wrote — the bucket's rows of one table (see
+#: :class:`RowSink`) as typed Arrow columns (:func:`pipelines.lakehouse.staging.write_part`), and how many. The rows
+#: themselves never pass through Spark (pipelines.lakehouse.staging, "Output files").
+OUTPUT_SCHEMA = "cluster_id string, bucket int, table string, file string, rows long"
 
 
 @functools.cache
@@ -112,9 +113,6 @@ def _sink_row_type(table: str) -> pa.StructType:
     """A sink row of ``table`` (a tuple, by position) as one struct value."""
     return pa.struct(list(_sink_schema(table)))
 
-
-#: Output rows per output packet.
-OUTPUT_PACKET_ROWS = 50_000
 
 #: Buckets per broker of the broker → partitions index: listing a broker is this many state reads (each a round trip
 #: to the JVM), adding a partition to it rewrites one of them. 64 made the index reads a tenth of the operator's time
@@ -682,42 +680,24 @@ def _rebootstrap_message(gap_from: int, snapshot_end: int, changed: int) -> str:
 # The processor
 
 
-def output_packets(sink: RowSink, bucket: int) -> Iterator[pd.DataFrame]:
-    """A bucket's output rows as :data:`OUTPUT_SCHEMA` packets (none for a batch without output): per table, at most
-    :data:`OUTPUT_PACKET_ROWS` rows in one Arrow IPC stream."""
-    packets: list[tuple[str, bytes]] = []
-    for name, table in sink.tables().items():
-        for start in range(0, table.num_rows, OUTPUT_PACKET_ROWS):
-            packets.append((name, _ipc(table.slice(start, OUTPUT_PACKET_ROWS))))
-    if packets:
-        yield pd.DataFrame({"cluster_id": [sink.cluster_id] * len(packets), "bucket": [bucket] * len(packets),
-                            "table": [name for name, _ in packets], "rows": [data for _, data in packets]})
+def write_output(sink: RowSink, directory: str) -> pd.DataFrame | None:
+    """Write a bucket's output rows under ``directory``, a file per table (``ord``, ``at`` and the table's typed
+    columns), and return the :data:`OUTPUT_SCHEMA` rows naming them (None for a batch without output)."""
+    written = [(name, write_part(directory, name, table), table.num_rows) for name, table in sink.tables().items()]
+    if not written:
+        return None
+    return pd.DataFrame({"cluster_id": [sink.cluster_id] * len(written), "bucket": [sink.bucket] * len(written),
+                         "table": [name for name, _, _ in written], "file": [file for _, file, _ in written],
+                         "rows": [rows for _, _, rows in written]})
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
-
-
-def _owned(table: pa.Table, cluster_id: str, bucket: int) -> pa.Table:
-    """A bucket's rows of one table with the cluster and the bucket they came from as the first columns."""
-    n = table.num_rows
-    return table.add_column(0, "bucket", pa.array([bucket] * n, pa.int32())).add_column(
-        0, "cluster_id", pa.array([cluster_id] * n, pa.string()))
-
-
-def unpack_output(packets: pa.Table) -> dict[str, pa.Table]:
-    """The operator's output packets (:data:`OUTPUT_SCHEMA`) as the micro-batch's rows by table: ``cluster_id,
-    bucket, ord, at`` and the table's typed columns (:func:`pipelines.lakehouse.tables.operator_schema`)."""
-    parts: dict[str, list[pa.Table]] = {}
-    clusters, buckets, names = (packets.column(c).to_pylist() for c in ("cluster_id", "bucket", "table"))
-    data = packets.column("rows")
-    for i, (cluster_id, bucket, name) in enumerate(zip(clusters, buckets, names, strict=True)):
-        table = pa.ipc.open_stream(data[i].as_buffer()).read_all()
-        parts.setdefault(name, []).append(_owned(table, cluster_id, bucket))
-    return {name: pa.concat_tables(found) for name, found in parts.items()}
+def output_parts(output: pa.Table) -> list[Part]:
+    """The files a micro-batch's tasks wrote (their :data:`OUTPUT_SCHEMA` rows, as the driver collects them), by
+    cluster, bucket and table: the rows of a batch in an order that does not depend on the tasks' order."""
+    parts = [Part(str(c), int(b), str(t), str(f), int(n)) for c, b, t, f, n in zip(
+        *(output.column(name).to_pylist() for name in ("cluster_id", "bucket", "table", "file", "rows")),
+        strict=True)]
+    return sorted(parts, key=lambda p: (p.cluster_id, p.bucket, p.table))
 
 
 def batch_rows(batch: Mapping[str, pa.Table]) -> int:
@@ -727,13 +707,15 @@ def batch_rows(batch: Mapping[str, pa.Table]) -> int:
 def replay_batch(cluster_id: str, batch: pd.DataFrame | None, meta_state: ValueState,
                  maps: Mapping[str, MapState], gap_state: ValueState | None = None) -> dict[str, pa.Table]:
     """Replay one cluster's rows of one micro-batch in one bucket; store the changed keys; return the output
-    rows by table, as :func:`unpack_output` gives them (see :func:`replay_bucket`)."""
+    rows by table, as :func:`sink_output` gives them (see :func:`replay_bucket`)."""
     return sink_output(replay_bucket(cluster_id, batch, meta_state, maps, gap_state=gap_state))
 
 
 def sink_output(sink: RowSink) -> dict[str, pa.Table]:
-    """A sink's rows by table as :func:`unpack_output` gives them, without the packets."""
-    return {name: _owned(table, sink.cluster_id, sink.bucket) for name, table in sink.tables().items()}
+    """A sink's rows by table as the driver reads them from the operator's files
+    (:func:`pipelines.lakehouse.staging.read_parts`): ``cluster_id``, ``bucket``, ``ord``, ``at`` and the table's
+    typed columns."""
+    return {name: owned(table, sink.cluster_id, sink.bucket) for name, table in sink.tables().items()}
 
 
 # The collector paused for a bucket's batch (as a decorator: for each call). A batch allocates millions of objects
@@ -865,10 +847,10 @@ def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
 @gc_paused()  # the whole worker's batch: see replay_bucket
 def replay_packets(cluster_id: str, packets: list[tuple[int, bytes]], meta_state: ValueState,
                    maps: Mapping[str, MapState], bucket: int, buckets: int, gap_state: ValueState | None = None, *,
-                   bulk_read_rows: int | None = None) -> pd.DataFrame | None:
+                   directory: str, bulk_read_rows: int | None = None) -> pd.DataFrame | None:
     """What a Python worker does for one cluster bucket's micro-batch: the source's packets (``(seq, packet)``, in
-    any order) unpacked, replayed (:func:`replay_bucket`), and the output rows as one frame of :func:`output_packets`
-    (None for a batch without output).
+    any order) unpacked, replayed (:func:`replay_bucket`), and the output rows written under ``directory``; returns
+    the :func:`write_output` rows naming the files (None for a batch without output).
 
     The cyclic collector stays paused until the batch's input rows and the sink's rows are gone: re-enabled with
     them alive, its first pass walked every one of them (≈ 7 % of the operator's CPU at 200 k, docs/state-design.md
@@ -878,14 +860,14 @@ def replay_packets(cluster_id: str, packets: list[tuple[int, bytes]], meta_state
     sink = replay_bucket(cluster_id, records, meta_state, maps, bucket, buckets, gap_state,
                          bulk_read_rows=bulk_read_rows)
     del records
-    out = next(output_packets(sink, bucket), None)
+    out = write_output(sink, directory)
     del sink
     return out
 
 
 def settle_batch(batch: Mapping[str, pa.Table], halted: dict[str, int]) -> dict[str, pa.Table]:
-    """One micro-batch's output rows of every bucket (table → rows, as :func:`unpack_output` gives them), as the
-    cluster's: what the job writes.
+    """One micro-batch's output rows of every bucket (table → rows, as
+    :func:`pipelines.lakehouse.staging.read_parts` gives them), as the cluster's: what the job writes.
 
     * A replay fault halts the whole cluster at its offset (the rule: ``jbod_model.buckets.cluster_halt`` and
       ``past_halt``): one fault row is kept, and every row of a step at or after it is dropped. ``halted``

@@ -11,9 +11,11 @@ in :meth:`ClusterReplayProcessor.handleInputRows` costs them nothing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from pyspark import TaskContext
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
     StatefulProcessorHandle,
@@ -37,16 +39,21 @@ MAP_STATES: dict[str, tuple[str, str]] = {
 #: ``buckets``: the cluster's bucket count when the state was written; a run with another count is refused (a
 #: partition's bucket would change under it).
 _META_SCHEMA = "last_offset long, pending string, controller string, halted string, origin string, buckets int"
+#: The local property Spark's micro-batch execution sets on every task of a batch: the batch id.
+_BATCH_ID = "streaming.sql.batchId"
 
 
 class ClusterReplayProcessor(StatefulProcessor):
     """``transformWithStateInPandas`` processor: one grouping key per (cluster, replay bucket) — see
-    :mod:`pipelines.streaming.processor` and ``jbod_model.buckets``."""
+    :mod:`pipelines.streaming.processor` and ``jbod_model.buckets``. A bucket's output rows are written as files
+    under ``parts_dir/<batch id>`` (``pipelines.lakehouse.staging``, "Output files"), which every executor must
+    reach at that path, as it reaches the checkpoint."""
 
-    def __init__(self, buckets: int = 1, bulk_read_rows: int | None = None) -> None:
+    def __init__(self, buckets: int, parts_dir: str, bulk_read_rows: int | None = None) -> None:
         from jbod_model.buckets import check_buckets  # noqa: PLC0415 - on the job's driver only (module docstring)
 
         self._buckets = check_buckets(buckets)
+        self._parts_dir = parts_dir
         self._bulk_read_rows = bulk_read_rows
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -63,8 +70,12 @@ class ClusterReplayProcessor(StatefulProcessor):
         # is the key modulo the bucket count.
         cluster_id, bucket = str(key[0]), int(key[1]) % self._buckets
         packets = [(int(s), p) for frame in rows for s, p in zip(frame["seq"], frame["rows"], strict=True)]
+        context = TaskContext.get()
+        batch_id = context.getLocalProperty(_BATCH_ID) if context is not None else None
+        # Outside a streaming batch (no id: a test's direct call) the files still go to a folder of their own.
+        directory = os.path.join(self._parts_dir, batch_id if batch_id is not None else "unbatched")
         out = replay_packets(cluster_id, packets, self._meta, self._maps, bucket, self._buckets, self._gap,
-                             bulk_read_rows=self._bulk_read_rows)
+                             directory=directory, bulk_read_rows=self._bulk_read_rows)
         if out is not None:
             yield out
 

@@ -1,7 +1,8 @@
-"""The job's write-behind (``pipelines.lakehouse.staging``): a batch is staged whole before ``foreachBatch`` returns,
-written in order on a thread, removed once written; a failed write is raised to the caller and its batch stays staged
-for the next run's flush; a partial staging is never written. The Spark job around it: tests/pipelines/streaming/
-test_restart.py."""
+"""The job's output files and write-behind (``pipelines.lakehouse.staging``): the operator's files read back as the
+batch's rows; a batch is staged whole before ``foreachBatch`` returns (its files moved in, or its settled rows
+written), written in order on a thread, removed once written; a failed write is raised to the caller and its batch
+stays staged for the next run's flush; a partial staging, and files of batches never staged, are never written. The
+Spark job around it: tests/pipelines/streaming/test_restart.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipelines.lakehouse.staging import WriteBehind, flush_staged, read_staged, stage_batch
+from pipelines.lakehouse.staging import (
+    Part,
+    WriteBehind,
+    flush_staged,
+    parts_dir,
+    read_parts,
+    read_staged,
+    stage_batch,
+    stage_parts,
+    write_part,
+)
 
 
 def _batch(n: int) -> dict[str, pa.Table]:
@@ -107,3 +118,64 @@ def test_a_failed_write_is_raised_at_the_next_batch_and_stays_staged_for_the_nex
     rerun = _Recording()
     assert flush_staged(staged, rerun) == [1]
     assert rerun.written[0][1]["records"].equals(_batch(2)["records"])
+
+
+def _parts(staged: Path, batch_id: int, n: int) -> list[Part]:
+    """Batch ``n``'s rows as two buckets' output files (the first bucket's records, the second's records and
+    brokers), written where the operator's tasks write them."""
+    directory = parts_dir(staged, batch_id)
+    batch = _batch(n)
+    records = batch["records"]
+    first, rest = records.slice(0, n // 2), records.slice(n // 2)
+    return [Part("c", 0, "records", write_part(directory, "records", first), first.num_rows),
+            Part("c", 1, "brokers", write_part(directory, "brokers", batch["brokers"]), 1),
+            Part("c", 1, "records", write_part(directory, "records", rest), rest.num_rows)]
+
+
+def _as_read(n: int) -> dict[str, pa.Table]:
+    """What :func:`_parts` reads back as: each row with its cluster and bucket first."""
+    batch = _batch(n)
+    buckets = {"records": [0] * (n // 2) + [1] * (n - n // 2), "brokers": [1]}
+    return {name: t.add_column(0, "bucket", pa.array(buckets[name], pa.int32())).add_column(
+        0, "cluster_id", pa.array(["c"] * t.num_rows)) for name, t in batch.items()}
+
+
+def test_the_operators_files_read_back_as_the_batch_with_each_rows_cluster_and_bucket(tmp_path: Path) -> None:
+    parts = _parts(tmp_path / "staged", 4, 5)
+    assert all(Path(p.file).parent == tmp_path / "staged" / "parts" / "4" for p in parts)
+    assert len({p.file for p in parts}) == 3  # a name of each file's own: no two task attempts write the same one
+    back = read_parts(parts)
+    expected = _as_read(5)
+    assert back.keys() == expected.keys()
+    for name, table in expected.items():
+        assert back[name].equals(table), name
+
+
+def test_a_batch_staged_from_the_operators_files_moves_them_and_reads_back_equal(tmp_path: Path) -> None:
+    staged = tmp_path / "staged"
+    parts = _parts(staged, 7, 6)
+    orphan = write_part(parts_dir(staged, 7), "records", _batch(1)["records"])  # a failed task attempt's file
+    writer = _Recording()
+    behind = WriteBehind(writer, staged, lambda b, w, s: None)
+    try:
+        behind.submit(7, read_parts(parts), parts)
+        behind.drain()
+    finally:
+        behind.close()
+    assert [b for b, _ in writer.written] == [7]
+    assert not Path(orphan).exists() and not parts_dir(staged, 7).exists()
+    assert list(staged.iterdir()) == [staged / "parts"]
+
+
+def test_flush_writes_a_batch_staged_from_files_and_drops_files_never_staged(tmp_path: Path) -> None:
+    staged = tmp_path / "staged"
+    stage_parts(staged, 3, _parts(staged, 3, 4))  # staged, not yet written, when the run stopped …
+    never_staged = _parts(staged, 4, 2)  # … while batch 4's tasks had written their files: Spark runs it again
+    rerun = _Recording()
+    assert flush_staged(staged, rerun) == [3]
+    expected = _as_read(4)
+    assert rerun.written[0][1].keys() == expected.keys()
+    for name, table in expected.items():
+        assert rerun.written[0][1][name].equals(table), name
+    assert not any(Path(p.file).exists() for p in never_staged)
+    assert list(staged.iterdir()) == []

@@ -102,28 +102,35 @@ def _event(ord_: int, entity: str, key: list[object], offset: int,
 
 def test_events_of_a_key_become_versions_and_one_current_row() -> None:
     t, u = ["T"], ["U"]
-    # Out of order as the buckets hand them over: plan_batch applies them in ``ord`` order.
+    # Out of order as the buckets hand them over (T's last event, ord 2, before its removal, ord 1): the current row
+    # is the key's greatest ``ord``, whatever the rows' order; the history rows are written in the order given.
     rows = [_event(3, "topic", u, 7, {"topic_name": "u"}), _event(0, "topic", t, 5, {"topic_name": "a"}),
             _event(2, "topic", t, 12, {"topic_name": "a"}), _event(1, "topic", t, 9, None)]
     plan = plan_batch(batch_tables(rows))
     history = plan.rows("topic_history")
     # Appended only, no end stored: the key's next row ends a version (readers derive it, jbod maintain stores it).
     assert [(r["topic_id"], r["removed"], r["valid_from_offset"], r["valid_to_offset"]) for r in history] == [
-        ("T", False, 5, None), ("T", True, 9, None), ("T", False, 12, None), ("U", False, 7, None)]
+        ("U", False, 7, None), ("T", False, 5, None), ("T", False, 12, None), ("T", True, 9, None)]
     current = {r["topic_id"]: r for r in plan.rows("topics")}
     assert current["T"]["since_offset"] == 12 and not current["T"]["removed"]
     assert current["T"]["since_time"] == datetime(1970, 1, 1, 0, 0, 1, 12_000, tzinfo=UTC)  # 1,012 ms
 
 
 def test_a_batch_of_several_clusters_is_applied_cluster_by_cluster_in_ord_order() -> None:
-    # One cluster's batch is ordered by ord alone; with two, the same ords in each must not interleave them.
+    # ``ord`` orders a cluster's rows: the same ords in two clusters must not make one cluster's row the other's last.
     rows = [{**_event(o, "topic", ["T"], offset, {"topic_name": name}), "cluster_id": cid}
             for cid, o, offset, name in [("d", 1, 20, "d1"), ("c", 1, 11, "c1"), ("d", 0, 10, "d0"),
                                          ("c", 0, 5, "c0"), ("c", 2, 30, "c2")]]
     plan = plan_batch(batch_tables(rows))
-    assert [(r["cluster_id"], r["topic_name"]) for r in plan.rows("topic_history")] == [
-        ("c", "c0"), ("c", "c1"), ("c", "c2"), ("d", "d0"), ("d", "d1")]
+    assert sorted((r["cluster_id"], r["valid_from_offset"], r["topic_name"]) for r in plan.rows("topic_history")) == [
+        ("c", 5, "c0"), ("c", 11, "c1"), ("c", 30, "c2"), ("d", 10, "d0"), ("d", 20, "d1")]
     assert {r["cluster_id"]: r["topic_name"] for r in plan.rows("topics")} == {"c": "c2", "d": "d1"}
+
+
+def test_a_batch_too_large_for_the_packed_ord_is_refused() -> None:
+    rows = [_event(1 << 32, "topic", ["T"], 5, {"topic_name": "a"})]
+    with pytest.raises(InputError, match="too large to plan"):
+        plan_batch(batch_tables(rows))
 
 
 def test_a_deleted_key_leaves_a_removed_row_that_ends_its_version() -> None:

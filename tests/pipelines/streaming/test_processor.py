@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from jbod_model.replicas import replica_view
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.slots import gc_paused
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.staging import read_parts
 from pipelines.lakehouse.tables import ENTITIES, as_of_image, batch_tables, plan_batch
 from pipelines.streaming import processor
 from pipelines.streaming.codec import (
@@ -417,9 +417,10 @@ class _FakeHandle:
         return FakeMapState()
 
 
-def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The source's packets (``pack_rows``) into the processor, its output packets flattened by the driver
-    (``unpack_output``): the same rows, in the same order, as the operator over plain rows — packets cut anywhere."""
+def test_packets_in_and_files_out_carry_exactly_the_rows(tmp_path: Path) -> None:
+    """The source's packets (``pack_rows``) into the processor, its output files (a file per table, named by the
+    rows it returns) read by the driver (``read_parts``): the same rows, in the same order, as the operator over
+    plain rows — packets cut anywhere."""
     entries = churn_log(ChurnSpec(seed=5, brokers=3, dirs_per_broker=2, topics=2, partitions_per_topic=3,
                                   replication_factor=2, operations=30, noop_share=0.2))
     rows = [entry_to_row("c", "record", e.offset, e) for e in entries]
@@ -430,57 +431,68 @@ def test_packets_in_and_out_carry_exactly_the_rows(monkeypatch: pytest.MonkeyPat
         [{k: v for k, v in dataclasses.asdict(r).items() if k not in ("bucket", "cluster_id")} for r in rows]
     expected = replay_batch("c", _frame(entries), FakeValueState(), {n: FakeMapState() for n in MAP_STATES})
 
-    monkeypatch.setattr(processor, "OUTPUT_PACKET_ROWS", 7)
-    proc = ClusterReplayProcessor(1)
+    proc = ClusterReplayProcessor(1, str(tmp_path / "parts"))
     proc.init(_FakeHandle())  # type: ignore[arg-type]
     packets = [pd.DataFrame({"seq": [rows[i].seq], "rows": [pack_rows(rows[i:i + 5])]}) for i in range(0, len(rows), 5)]
     out = list(proc.handleInputRows(("c", 0), iter(packets[::-1]), None))  # type: ignore[arg-type]
-    schema = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("table", pa.string()),
-                        ("rows", pa.binary())])
-    flat = processor.unpack_output(pa.concat_tables(pa.Table.from_pandas(f, schema=schema, preserve_index=False)
-                                                    for f in out))
-    assert sum(len(f) for f in out) == sum(-(-t.num_rows // 7) for t in expected.values()) > len(expected)
+    assert len(out) == 1
+    parts = processor.output_parts(pa.Table.from_pandas(out[0], schema=_OUTPUT, preserve_index=False))
+    assert sorted(p.table for p in parts) == sorted(expected)
+    assert {p.table: p.rows for p in parts} == {name: t.num_rows for name, t in expected.items()}
+    # Outside a streaming batch (no batch id) the files go to a folder of their own.
+    assert {Path(p.file).parent for p in parts} == {tmp_path / "parts" / "unbatched"}
+    flat = read_parts(parts)
     assert sorted(flat) == sorted(expected)
     for name, table in expected.items():
         assert flat[name].equals(table), name
-    assert processor.unpack_output(pa.Table.from_pylist([], schema=schema)) == {}
 
 
-def test_a_workers_batch_makes_its_output_with_the_collector_still_paused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``replay_packets`` (a worker's whole batch) keeps the cyclic GC paused while it unpacks the packets and makes
-    the output packets too, and turns it back on only once the sink's rows are gone: a pass with them alive walked
+def test_a_batch_without_output_writes_no_file(tmp_path: Path) -> None:
+    sink = processor.RowSink("c", "log")
+    assert processor.write_output(sink, str(tmp_path / "none")) is None
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_workers_batch_makes_its_output_with_the_collector_still_paused(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    """``replay_packets`` (a worker's whole batch) keeps the cyclic GC paused while it unpacks the packets and writes
+    the output files too, and turns it back on only once the sink's rows are gone: a pass with them alive walked
     every row (the collector's first pass after a batch)."""
     entries = churn_log(ChurnSpec(seed=5, operations=10))[:30]
     rows = [entry_to_row("c", "record", e.offset, e) for e in entries]
     seen: list[tuple[str, bool]] = []
     sinks: list[weakref.ref[processor.RowSink]] = []
-    real_unpack, real_output = processor.unpack_rows, processor.output_packets
+    real_unpack, real_output = processor.unpack_rows, processor.write_output
 
     def unpack(packet: bytes) -> list[list[object]]:
         seen.append(("unpack", gc.isenabled()))
         return real_unpack(packet)
 
-    def output(sink: processor.RowSink, bucket: int) -> Iterator[pd.DataFrame]:
+    def output(sink: processor.RowSink, directory: str) -> pd.DataFrame | None:
         seen.append(("output", gc.isenabled()))
         sinks.append(weakref.ref(sink))
-        return real_output(sink, bucket)
+        return real_output(sink, directory)
 
     monkeypatch.setattr(processor, "unpack_rows", unpack)
-    monkeypatch.setattr(processor, "output_packets", output)
+    monkeypatch.setattr(processor, "write_output", output)
     assert gc.isenabled()
     frame = processor.replay_packets("c", [(10, pack_rows(rows[10:])), (0, pack_rows(rows[:10]))], FakeValueState(),
-                                     {n: FakeMapState() for n in MAP_STATES}, 0, 1)  # type: ignore[arg-type]
+                                     {n: FakeMapState() for n in MAP_STATES}, 0, 1,  # type: ignore[arg-type]
+                                     directory=str(tmp_path))
     assert gc.isenabled()
     assert seen == [("unpack", False), ("unpack", False), ("output", False)]
     assert sinks[0]() is None
     assert frame is not None and set(frame["table"]) >= {"records", "partition"}
     expected = replay_batch("c", _frame(entries), FakeValueState(), {n: FakeMapState() for n in MAP_STATES})
-    schema = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("table", pa.string()),
-                        ("rows", pa.binary())])
-    flat = processor.unpack_output(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+    flat = read_parts(processor.output_parts(pa.Table.from_pandas(frame, schema=_OUTPUT, preserve_index=False)))
     assert sorted(flat) == sorted(expected)
     for name, table in expected.items():
         assert flat[name].equals(table), name
+
+
+#: The operator's output rows (``processor.OUTPUT_SCHEMA``) as the driver collects them.
+_OUTPUT = pa.schema([("cluster_id", pa.string()), ("bucket", pa.int32()), ("table", pa.string()),
+                     ("file", pa.string()), ("rows", pa.int64())])
 
 
 def test_a_grouped_step_gives_the_rows_of_its_replica_changes() -> None:
