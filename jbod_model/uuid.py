@@ -12,8 +12,7 @@ import base64
 import binascii
 import secrets
 import struct
-from dataclasses import dataclass
-from functools import total_ordering
+from typing import NamedTuple
 
 from jbod_model.errors import InputError
 
@@ -25,41 +24,32 @@ def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-@total_ordering
-@dataclass(frozen=True)
-class Uuid:
-    """A Kafka Uuid held as ``(msb, lsb)``, both signed 64-bit integers as in Java.
-
-    Equal ids hash alike and compare equal by value (``msb``, ``lsb``), as a frozen dataclass's do; the hash is
-    remembered in a third slot (see ``__hash__``), which is not a field: ``fields``, ``repr``, equality and
-    pickling see ``msb`` and ``lsb`` only."""
-
-    # Slots written by hand (not ``slots=True``) so that one more slot, the remembered hash, can sit beside the
-    # fields without being one.
-    __slots__ = ("_hash", "lsb", "msb")
-
+class _Halves(NamedTuple):
     msb: int
     lsb: int
 
-    def __post_init__(self) -> None:
-        if not (-(1 << 63) <= self.msb < 1 << 63 and -(1 << 63) <= self.lsb < 1 << 63):
-            raise InputError(f"Uuid halves must be signed 64-bit integers, got ({self.msb}, {self.lsb})")
 
-    def __hash__(self) -> int:
-        # Ids are the keys of nearly every map of a replay (topics, partitions as (topic id, partition id),
-        # directories): a dataclass's hash builds and hashes a tuple on every lookup, twice the cost of the lookup
-        # itself. The hash is computed on first use (most decoded ids are never hashed) and kept; the value is the
-        # dataclass's, hash((msb, lsb)).
-        try:
-            return self._hash  # type: ignore[attr-defined,no-any-return]
-        except AttributeError:
-            value = hash((self.msb, self.lsb))
-            object.__setattr__(self, "_hash", value)
-            return value
+class Uuid(_Halves):
+    """A Kafka Uuid held as ``(msb, lsb)``, both signed 64-bit integers as in Java (Kafka's
+    ``getMostSignificantBits`` and ``getLeastSignificantBits``).
+
+    A tuple of its two halves: ids are the keys of nearly every map of a replay (topics, partitions as (topic id,
+    partition id), directories), and a tuple's hash and equality run in C — a class of its own paid a Python call
+    for every hash, 35 M of them in the Spark operator over the 200 k-partition benchmark log (docs/performance.md,
+    "Uuid as a tuple"). Equal ids hash alike and compare equal by value, with the hash of ``(msb, lsb)`` as before;
+    tuple order is Kafka's ``compareTo`` (the signed halves in turn). Being a tuple, an id equals the plain tuple of
+    its halves; nothing in the model mixes the two. The halves are named tuple fields: reading one costs what
+    reading a slot did."""
+
+    __slots__ = ()
+
+    def __new__(cls, msb: int, lsb: int) -> Uuid:
+        if not (-(1 << 63) <= msb < 1 << 63 and -(1 << 63) <= lsb < 1 << 63):
+            raise InputError(f"Uuid halves must be signed 64-bit integers, got ({msb}, {lsb})")
+        return tuple.__new__(cls, (msb, lsb))
 
     def __reduce__(self) -> tuple[type[Uuid], tuple[int, int]]:
-        # A frozen class with hand-written slots would be unpickled slot by slot through the refused __setattr__.
-        return Uuid, (self.msb, self.lsb)
+        return Uuid, (self[0], self[1])
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Uuid:
@@ -114,14 +104,14 @@ class Uuid:
 
     def to_bytes(self) -> bytes:
         """16 big-endian bytes, msb first (the wire form)."""
-        return self.msb.to_bytes(8, "big", signed=True) + self.lsb.to_bytes(8, "big", signed=True)
+        return _HALVES.pack(*self)
 
     def __str__(self) -> str:
         # An image names the same few thousand ids (topics, directories) millions of times, and formatting one
         # costs microseconds: remember the text of recent ids (bounded; simply cleared when full).
         text = _TEXT.get(self)
         if text is None:
-            text = base64.urlsafe_b64encode(_HALVES.pack(self.msb, self.lsb))[:22].decode("ascii")
+            text = base64.urlsafe_b64encode(_HALVES.pack(*self))[:22].decode("ascii")
             if len(_TEXT) >= _TEXT_MAX:
                 _TEXT.clear()
             _TEXT[self] = text
@@ -129,11 +119,6 @@ class Uuid:
 
     def __repr__(self) -> str:
         return f"Uuid({self})"
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, Uuid):
-            return NotImplemented
-        return (self.msb, self.lsb) < (other.msb, other.lsb)
 
 
 _HALVES = struct.Struct(">qq")
