@@ -3,7 +3,8 @@ writes of batch N run while Spark computes batch N+1.
 
 **Output files.** The stateful operator does not return its rows through Spark: each task writes its bucket's rows,
 one uncompressed Arrow IPC file per table (:func:`write_part`), under ``<checkpoint>/staged/parts/<batch_id>``, and
-returns one small row per file naming it (:class:`Part`); the driver memory-maps them (:func:`read_parts`). Through
+returns one small row per file naming it (:class:`Part`); the driver memory-maps them (:func:`read_parts`). The
+source hands the operator its input rows the same way (``pipelines.streaming.source``), in the same folder. Through
 Spark, every output byte was copied from the worker into the JVM, into Spark's rows, into the task's result, to the
 driver's JVM and into the driver's Python — 1.2 GB for the 200 k-partition benchmark log, 10.7 s of the JVM's
 24 s of CPU (docs/state-design.md, "seventeenth round") — and the driver's JVM held a whole micro-batch's output.
@@ -78,12 +79,18 @@ def parts_dir(staged: Path, batch_id: int | str) -> Path:
     return staged / PARTS_DIR / str(batch_id)
 
 
-def write_part(directory: str | Path, table_name: str, rows: pa.Table) -> str:
-    """Write one table of a bucket's output under ``directory`` (created if missing), as an uncompressed Arrow IPC
-    file under a name no other task attempt uses; return its path. Uncompressed: the file lives for one batch and is
-    read once, memory-mapped; writing it is a memory copy."""
+def part_path(directory: str | Path, name: str) -> str:
+    """A new file's path under ``directory`` (created if missing), ending in ``name``, that no other task attempt
+    uses."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{uuid.uuid4().hex}.{table_name}.arrow")
+    return os.path.join(directory, f"{uuid.uuid4().hex}.{name}")
+
+
+def write_part(directory: str | Path, table_name: str, rows: pa.Table) -> str:
+    """Write one table of a bucket's output under ``directory``, as an uncompressed Arrow IPC file
+    (:func:`part_path`); return its path. Uncompressed: the file lives for one batch and is read once,
+    memory-mapped; writing it is a memory copy."""
+    path = part_path(directory, f"{table_name}.arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as out:
         out.write_table(rows)
     return path

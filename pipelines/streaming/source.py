@@ -30,8 +30,12 @@ where the stream stands, so the reader reads the start from the checkpoint's off
 record every bucket replays goes to each).
 
 The stream's rows are packets: consecutive input rows of one cluster bucket
-(:class:`~pipelines.streaming.codec.InputRow`, ``pipelines.streaming.codec.pack_rows``), at most :data:`PACKET_ROWS`
-each, keyed by the bucket's grouping key.
+(:class:`~pipelines.streaming.codec.InputRow`, ``pipelines.streaming.codec.pack_rows``), keyed by the bucket's
+grouping key. With a checkpoint (every streaming query has one) a task writes each bucket's packet to a file under
+the checkpoint's ``staged/parts/<batch id>`` (up to :data:`FILE_ROWS` rows a file) and the stream's row names the
+file (``file``): the rows never pass through the JVM, its shuffle and Arrow conversions — the operator reads the
+file (docs/state-design.md, "eighteenth round"). Without one, the packet is the row's ``rows``, at most
+:data:`PACKET_ROWS` rows each.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ from jbod_model.storage.log_reader import ReadPolicy, ReadReport
 from jbod_model.storage.metadata_dir import MetadataLog, MetadataLogDir, read_snapshot_entries
 from jbod_model.storage.tail import TailScan, scan_tail
 from jbod_model.stream import read_jsonl
+from pipelines.lakehouse.staging import PARTS_DIR, STAGED_DIR, part_path
+from pipelines.streaming.batchfiles import task_folder
 from pipelines.streaming.codec import InputRow, entry_to_row, pack_rows, row_buckets
 from pipelines.streaming.placement import bucket_keys
 
@@ -564,10 +570,11 @@ def row_schema() -> StructType:
 def input_schema() -> StructType:
     """The stream's Spark schema: packets (``pipelines.streaming.codec.pack_rows``) of consecutive input rows of one
     cluster bucket — ``cluster_id``, ``bucket`` (the bucket's grouping key, ``pipelines.streaming.placement``),
-    ``seq`` (the first row's) and ``rows``."""
+    ``seq`` (the first row's), and either the packet (``rows``) or the file holding it (``file``)."""
     fields = {f.name: f for f in row_schema().fields}
     return StructType([fields["cluster_id"], fields["bucket"], fields["seq"],
-                       StructField("rows", BinaryType(), nullable=False)])
+                       StructField("rows", BinaryType(), nullable=True),
+                       StructField("file", StringType(), nullable=True)])
 
 
 def source_options(paths: Sequence[str | Path], *, cluster_id: str | None = None,
@@ -825,9 +832,12 @@ def _later(a: Position | None, b: Position) -> Position:
     return b if tuple(b[k] for k in key) >= tuple(a[k] for k in key) else a
 
 
-#: Input rows per packet (``pipelines.streaming.codec.pack_rows``): large enough that Spark's cost per row vanishes,
-#: small enough that a micro-batch's packets of one bucket still stream through the operator's Arrow batches.
+#: Input rows per packet (``pipelines.streaming.codec.pack_rows``) handed through Spark: large enough that Spark's cost
+#: per row vanishes, small enough that a micro-batch's packets of one bucket still stream through the operator's
+#: Arrow batches.
 PACKET_ROWS = 4096
+#: Input rows per packet written to a file: a task holds a bucket's rows until its file is written.
+FILE_ROWS = 65_536
 
 
 def split_range(ci: ClusterInput, start: Position, end: Position, parts: int,
@@ -860,10 +870,13 @@ class _Partition(InputPartition):
     """One cluster's range of one micro-batch."""
 
     def __init__(self, ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy,
-                 final: bool = False, buckets: int = 1, key_partitions: int | None = None) -> None:
+                 final: bool = False, buckets: int = 1, key_partitions: int | None = None,
+                 parts_root: str | None = None) -> None:
         super().__init__((ci.cluster_id, start, end))
         self.ci, self.start, self.end, self.policy, self.final = ci, start, end, policy, final
         self.buckets = buckets
+        #: Where the task writes its packets (the checkpoint's ``staged/parts``); None: they go through Spark.
+        self.parts_root = parts_root
         #: Each bucket's grouping key (``pipelines.streaming.placement``).
         self.keys = tuple(range(buckets)) if key_partitions is None else \
             bucket_keys(ci.cluster_id, buckets, key_partitions)
@@ -887,8 +900,9 @@ class _StreamReader(DataSourceStreamReader):
         for ci, s, e in self.planner.plan(start, end):
             pieces = split_range(ci, s, e, config.splits, config.min_split_entries)
             final = config.reaches_end(ci.cluster_id, e)
-            out += [_Partition(ci, ps, pe, config.policy, final and pe is e, config.buckets, config.key_partitions)
-                    for ps, pe in pieces]
+            parts_root = None if config.checkpoint is None else str(Path(config.checkpoint) / STAGED_DIR / PARTS_DIR)
+            out += [_Partition(ci, ps, pe, config.policy, final and pe is e, config.buckets, config.key_partitions,
+                               parts_root) for ps, pe in pieces]
         return out
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
@@ -901,6 +915,18 @@ class _StreamReader(DataSourceStreamReader):
 
     def _packets(self, partition: _Partition) -> Iterator[tuple[Any, ...]]:
         cluster_id, keys = partition.ci.cluster_id, partition.keys
+        folder = None if partition.parts_root is None else task_folder(partition.parts_root)
+        limit = PACKET_ROWS if folder is None else FILE_ROWS
+
+        def packet(bucket: int, rows: list[InputRow]) -> tuple[Any, ...]:
+            data = pack_rows(rows)
+            if folder is None:
+                return cluster_id, keys[bucket], rows[0].seq, data, None
+            path = part_path(folder, f"input-{bucket}.rows")
+            with open(path, "wb") as out:
+                out.write(data)
+            return cluster_id, keys[bucket], rows[0].seq, None, path
+
         # Each bucket's rows, in order, until a packet is full: a packet holds consecutive rows of one bucket.
         pending: list[list[InputRow]] = [[] for _ in keys]
         for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
@@ -908,12 +934,12 @@ class _StreamReader(DataSourceStreamReader):
             for bucket in row_buckets(row, partition.buckets):
                 rows = pending[bucket]
                 rows.append(row)
-                if len(rows) >= PACKET_ROWS:
-                    yield cluster_id, keys[bucket], rows[0].seq, pack_rows(rows)
+                if len(rows) >= limit:
+                    yield packet(bucket, rows)
                     pending[bucket] = []
         for bucket, rows in enumerate(pending):
             if rows:
-                yield cluster_id, keys[bucket], rows[0].seq, pack_rows(rows)
+                yield packet(bucket, rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.seen(end)

@@ -11,17 +11,18 @@ in :meth:`ClusterReplayProcessor.handleInputRows` costs them nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark import TaskContext
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
     ValueState,
 )
+
+from pipelines.streaming.batchfiles import task_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,8 +40,6 @@ MAP_STATES: dict[str, tuple[str, str]] = {
 #: ``buckets``: the cluster's bucket count when the state was written; a run with another count is refused (a
 #: partition's bucket would change under it).
 _META_SCHEMA = "last_offset long, pending string, controller string, halted string, origin string, buckets int"
-#: The local property Spark's micro-batch execution sets on every task of a batch: the batch id.
-_BATCH_ID = "streaming.sql.batchId"
 
 
 class ClusterReplayProcessor(StatefulProcessor):
@@ -69,13 +68,11 @@ class ClusterReplayProcessor(StatefulProcessor):
         # The grouping key of a bucket is chosen for its state partition (pipelines.streaming.placement); the bucket
         # is the key modulo the bucket count.
         cluster_id, bucket = str(key[0]), int(key[1]) % self._buckets
-        packets = [(int(s), p) for frame in rows for s, p in zip(frame["seq"], frame["rows"], strict=True)]
-        context = TaskContext.get()
-        batch_id = context.getLocalProperty(_BATCH_ID) if context is not None else None
-        # Outside a streaming batch (no id: a test's direct call) the files still go to a folder of their own.
-        directory = os.path.join(self._parts_dir, batch_id if batch_id is not None else "unbatched")
+        # A packet comes inline (``rows``) or as the file the source wrote it to (``file``: pipelines.streaming.source).
+        packets = [(int(s), p if f is None else Path(f).read_bytes()) for frame in rows
+                   for s, p, f in zip(frame["seq"], frame["rows"], frame["file"], strict=True)]
         out = replay_packets(cluster_id, packets, self._meta, self._maps, bucket, self._buckets, self._gap,
-                             directory=directory, bulk_read_rows=self._bulk_read_rows)
+                             directory=task_folder(self._parts_dir), bulk_read_rows=self._bulk_read_rows)
         if out is not None:
             yield out
 

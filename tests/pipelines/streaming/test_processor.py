@@ -418,9 +418,9 @@ class _FakeHandle:
 
 
 def test_packets_in_and_files_out_carry_exactly_the_rows(tmp_path: Path) -> None:
-    """The source's packets (``pack_rows``) into the processor, its output files (a file per table, named by the
-    rows it returns) read by the driver (``read_parts``): the same rows, in the same order, as the operator over
-    plain rows — packets cut anywhere."""
+    """The source's packets (``pack_rows``, inline or in files) into the processor, its output files (a file per
+    table, named by the rows it returns) read by the driver (``read_parts``): the same rows, in the same order, as
+    the operator over plain rows — packets cut anywhere."""
     entries = churn_log(ChurnSpec(seed=5, brokers=3, dirs_per_broker=2, topics=2, partitions_per_topic=3,
                                   replication_factor=2, operations=30, noop_share=0.2))
     rows = [entry_to_row("c", "record", e.offset, e) for e in entries]
@@ -433,7 +433,15 @@ def test_packets_in_and_files_out_carry_exactly_the_rows(tmp_path: Path) -> None
 
     proc = ClusterReplayProcessor(1, str(tmp_path / "parts"))
     proc.init(_FakeHandle())  # type: ignore[arg-type]
-    packets = [pd.DataFrame({"seq": [rows[i].seq], "rows": [pack_rows(rows[i:i + 5])]}) for i in range(0, len(rows), 5)]
+    # Packets inline, or in the files a source's task wrote them to (every other one here).
+    packets = []
+    for n, i in enumerate(range(0, len(rows), 5)):
+        data, file = pack_rows(rows[i:i + 5]), None
+        if n % 2:
+            file = str(tmp_path / f"input-{n}.rows")
+            Path(file).write_bytes(data)
+            data = None
+        packets.append(pd.DataFrame({"seq": [rows[i].seq], "rows": [data], "file": [file]}))
     out = list(proc.handleInputRows(("c", 0), iter(packets[::-1]), None))  # type: ignore[arg-type]
     assert len(out) == 1
     parts = processor.output_parts(pa.Table.from_pandas(out[0], schema=_OUTPUT, preserve_index=False))
@@ -522,12 +530,16 @@ def test_a_grouped_step_gives_the_rows_of_its_replica_changes() -> None:
     assert compared > 0
 
 
-@pytest.mark.parametrize("seed", [3, 8, 21])
-def test_the_run_summary_reads_what_the_image_from_the_tables_holds(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "weights"), [(3, {}), (8, {}), (21, {}),
+                                               (5, {"delete_weight": 3.0, "restart_weight": 2.0}),
+                                               (13, {"reassign_weight": 3.0, "restart_weight": 1.0})])
+def test_the_run_summary_reads_what_the_image_from_the_tables_holds(tmp_path: Path, seed: int,
+                                                                     weights: dict[str, float]) -> None:
     """``summarize_cluster`` reads only the columns it shows; it says what the image JSON of the same tables
     (``as_of_image``, which it used to build whole) says: counts, offline replicas by broker and disk and by reason
-    (in the image's order), leaderless partitions by name."""
-    entries = churn_log(ChurnSpec(seed=seed, brokers=4, operations=150, noop_share=0.1))
+    (in the image's order; read from the open offline intervals, so topics deleted, brokers restarted and replicas
+    moved while offline are in the cases), leaderless partitions by name."""
+    entries = churn_log(ChurnSpec(seed=seed, brokers=4, operations=150, noop_share=0.1, **weights))
     tables = write_lakehouse(tmp_path / "t", "c", entries, batch_size=40)
     image = as_of_image(tables, "c")
     names = {t["topicId"]: t["name"] for t in image["topics"]}

@@ -7,7 +7,7 @@ import dataclasses
 import gc
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from pipelines.streaming.codec import (
     entry_to_row,
     packed_row,
     row_to_entry,
+    unpack_rows,
 )
 from pipelines.streaming.source import (
     KraftMetadataSource,
@@ -441,6 +442,34 @@ def test_an_input_row_reads_back_as_the_entry_it_was_made_from() -> None:
     bad = {**change, "data": json.dumps({**json.loads(change["data"]), "partitionId": "seven"})}
     with pytest.raises(InputError, match="partitionId"):
         row_to_entry(packed_row(bad), "c")
+
+
+def test_with_a_checkpoint_a_read_hands_each_buckets_rows_over_in_files(tmp_path: Path) -> None:
+    """A streaming query's source (it has a checkpoint) writes each bucket's packet to a file under the checkpoint's
+    ``staged/parts`` and its row names the file; the files hold exactly the rows the packets through Spark hold."""
+    node = write_metadata_dir(tmp_path / "n", ENTRIES, cluster_id="c")
+
+    def read(options: dict[str, str]) -> list[tuple[Any, ...]]:
+        reader = KraftMetadataSource(options).streamReader(input_schema())
+        start, end = reader.initialOffset(), reader.latestOffset()
+        return [row for partition in reader.partitions(start, end) for row in reader.read(partition)]
+
+    inline = read(source_options([node], buckets=3))
+    assert all(row[3] is not None and row[4] is None for row in inline)
+    checkpoint = tmp_path / "checkpoint"
+    filed = read(source_options([node], buckets=3, checkpoint=checkpoint))
+    assert all(row[3] is None and row[4] is not None for row in filed)
+    # Outside a streaming batch (no batch id) the files go to a folder of their own.
+    assert {Path(row[4]).parent for row in filed} == {checkpoint / "staged" / "parts" / "unbatched"}
+
+    def by_bucket(rows: list[tuple[Any, ...]], packet: Callable[[tuple[Any, ...]], bytes]) -> dict[int, list[Any]]:
+        out: dict[int, list[Any]] = {}
+        for row in sorted(rows, key=lambda r: (r[1], r[2])):
+            out.setdefault(row[1], []).extend(unpack_rows(packet(row)))
+        return out
+
+    assert by_bucket(filed, lambda r: Path(r[4]).read_bytes()) == by_bucket(inline, lambda r: r[3])
+    assert sum(len(rows) for rows in by_bucket(filed, lambda r: Path(r[4]).read_bytes()).values()) >= len(ENTRIES)
 
 
 def test_a_read_makes_each_packet_with_the_collector_paused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
