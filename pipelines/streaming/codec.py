@@ -13,12 +13,14 @@ import dataclasses
 import itertools
 import math
 import operator
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from jbod_model.buckets import is_shared, record_owner
 from jbod_model.controller.context import BrokerHeartbeatState, ControllerState
@@ -35,6 +37,33 @@ from jbod_model.uuid import Uuid
 
 # RegisterBrokerRecord v3 carries every field of a registration (LogDirs since 3.7-IV2).
 _CODEC_MV = MetadataVersion(IBP_4_0_IV0)
+
+
+#: The codec of the large state values (:func:`packed_state`): Zstandard, from pyarrow.
+_STATE_CODEC = "zstd"
+_STATE_SIZE = struct.Struct("<I")
+
+
+def packed_state(text: str) -> bytes:
+    """A large state value's text as the state store keeps it (state layout 9): its UTF-8 bytes compressed with
+    Zstandard, after their length. A partitions chunk or a broker's index is hundreds of kB of JSON-like text, read
+    and rewritten whole by every batch that touches it; as a string it crossed the state store's socket and the
+    JVM's conversions (UTF-8 checks, pickling) at its full size — the state server's connection thread was the
+    JVM's largest after the seventeenth round. Compressed, a third of the bytes go through the socket, the JVM and
+    RocksDB (docs/state-design.md, "nineteenth round")."""
+    raw = text.encode()
+    compressed: bytes = pa.compress(raw, codec=_STATE_CODEC, asbytes=True)
+    return _STATE_SIZE.pack(len(raw)) + compressed
+
+
+def state_text(packed: bytes) -> str:
+    """:func:`packed_state`'s inverse."""
+    if len(packed) < _STATE_SIZE.size:
+        raise InputError("a stored state value is shorter than its length: not written by packed_state")
+    (size,) = _STATE_SIZE.unpack_from(packed)
+    raw = pa.decompress(memoryview(packed)[_STATE_SIZE.size:], decompressed_size=size, codec=_STATE_CODEC,
+                        asbytes=True)
+    return bytes(raw).decode()
 
 
 def broker_to_text(reg: BrokerRegistration) -> str:

@@ -72,8 +72,9 @@ DEFAULT_BUCKETS = 4
 #: broker's registration change reaches its replicas without reading their partitions. Layout 7: 64 partition
 #: chunks per bucket, not 256, and 2 index buckets per broker, not 8 — a batch writes a quarter as many values.
 #: Layout 8: a partitions chunk names its partitions' directories by their index in a table of its own
-#: (``pipelines.streaming.codec.PartitionChunk``), not by their ids' text.
-STATE_LAYOUT_VERSION = 8
+#: (``pipelines.streaming.codec.PartitionChunk``), not by their ids' text. Layout 9: the partitions chunks and the
+#: broker index are stored compressed, as binary (``pipelines.streaming.codec.packed_state``), not as strings.
+STATE_LAYOUT_VERSION = 9
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.

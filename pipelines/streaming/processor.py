@@ -93,7 +93,9 @@ from pipelines.streaming.codec import (
     entries_from_text,
     entries_to_text,
     packed_row,
+    packed_state,
     row_to_entry,
+    state_text,
     unpack_rows,
 )
 
@@ -233,7 +235,7 @@ class StateStore:
             if not self._all_chunks_read:
                 self._all_chunks_read = True
                 for key, stored in self._h["partitions"].iterator():
-                    self._chunks[int(key[0])] = PartitionChunk.from_text(stored[0], self._id)
+                    self._chunks[int(key[0])] = PartitionChunk.from_text(state_text(stored[0]), self._id)
                     self._stored_chunks.add(int(key[0]))
             found = self._chunks.get(chunk)
             if found is None:
@@ -241,7 +243,7 @@ class StateStore:
             return found
         value = self._h["partitions"].getValue((chunk,))
         found = self._chunks[chunk] = (PartitionChunk([], {}) if value is None
-                                       else PartitionChunk.from_text(value[0], self._id))
+                                       else PartitionChunk.from_text(state_text(value[0]), self._id))
         if value is not None:
             self._stored_chunks.add(chunk)
         return found
@@ -252,7 +254,7 @@ class StateStore:
         if key not in self._index:
             whole = self._whole.get("broker_parts")
             value = whole.get(key) if whole is not None else self._h["broker_parts"].getValue(key)
-            self._index[key] = None if value is None else str(value[0])
+            self._index[key] = None if value is None else state_text(value[0])
         return self._index[key]
 
     def last_offset(self) -> int:
@@ -332,7 +334,7 @@ class StateStore:
             for text, part in chunk_changes.items():
                 values.put(text, part)
             if values.texts:
-                h["partitions"].updateValue((chunk,), (values.to_text(),))
+                h["partitions"].updateValue((chunk,), (packed_state(values.to_text()),))
                 self._stored_chunks.add(chunk)
             elif chunk in self._stored_chunks:
                 h["partitions"].removeKey((chunk,))
@@ -355,7 +357,7 @@ class StateStore:
                         placed[text] = place
                 stored = _placements_to_text(placed) if placed else None
                 if stored is not None:
-                    h["broker_parts"].updateValue((broker_id, bucket), (stored,))
+                    h["broker_parts"].updateValue((broker_id, bucket), (packed_state(stored),))
                 elif current is not None:
                     h["broker_parts"].removeKey((broker_id, bucket))
                 self._index[(broker_id, bucket)] = stored

@@ -33,8 +33,9 @@ MAP_STATES: dict[str, tuple[str, str]] = {
     "brokers": ("broker_id int", "reg string"),
     "topics": ("topic_id string", "name string, ranges string"),
     "topic_names": ("name string", "topic_id string"),
-    "partitions": ("chunk int", "parts string"),
-    "broker_parts": ("broker_id int, bucket int", "keys string"),
+    # The two large values, compressed (codec.packed_state): state layout 9.
+    "partitions": ("chunk int", "parts binary"),
+    "broker_parts": ("broker_id int, bucket int", "keys binary"),
     "configs": ("resource_type int, resource_name string", "entries string"),
 }
 #: ``buckets``: the cluster's bucket count when the state was written; a run with another count is refused (a

@@ -20,7 +20,7 @@ from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import VERSIONED, batch_tables, event_row, plan_batch, stored_schemas, table_schemas
 from pipelines.streaming import codec
-from pipelines.streaming.codec import PartitionChunk, broker_from_text, broker_to_text
+from pipelines.streaming.codec import PartitionChunk, broker_from_text, broker_to_text, packed_state, state_text
 
 
 @settings(max_examples=20, deadline=None)
@@ -44,6 +44,22 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1
 _PARTITION_KEYS = st.builds(lambda topic, pid: f"{topic}:{pid}", st.uuids(), st.integers(0, 2**31 - 1))
 _DIRECTORIES = st.lists(st.builds(Uuid, st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1)),
                         max_size=5)
+
+
+@given(st.text())
+def test_a_large_state_value_round_trips_compressed(text: str) -> None:
+    """State layout 9 keeps the partitions chunks and the broker index compressed, as binary: any text back as it
+    was, and a repetitive one (as a chunk is: topic ids, replica lists) in fewer bytes."""
+    packed = packed_state(text)
+    assert isinstance(packed, bytes) and state_text(packed) == text
+    chunk_like = "\n".join(f"AAAAAAAAAAAAAAAAAAAAAg:{i}\n[[1,2,3],[0,1,2],[1,2,3],[],[],[],[],1,0,5,{i}]"
+                           for i in range(500))
+    assert len(packed_state(chunk_like)) * 2 < len(chunk_like.encode())
+
+
+def test_a_state_value_too_short_to_be_packed_is_refused() -> None:
+    with pytest.raises(InputError, match="not written by packed_state"):
+        state_text(b"ab")
 
 
 @settings(max_examples=200, deadline=None)

@@ -385,26 +385,32 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path: Path) -> None:
     layout4 = tmp_path / "layout4"
     layout4.mkdir()
     (layout4 / "kraft-jbod-state.json").write_text('{"version": 4, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 8"):
+    with pytest.raises(JbodError, match="holds state layout 4, this job writes layout 9"):
         check_state_layout(layout4, 4)
     # Layout 5's broker index held the partition keys alone; this job reads them grouped by directory.
     layout5 = tmp_path / "layout5"
     layout5.mkdir()
     (layout5 / "kraft-jbod-state.json").write_text('{"version": 5, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 5, this job writes layout 8"):
+    with pytest.raises(JbodError, match="holds state layout 5, this job writes layout 9"):
         check_state_layout(layout5, 4)
     # Layout 6 kept 256 partition chunks and 8 index buckets per broker; a key would be looked for in another one.
     layout6 = tmp_path / "layout6"
     layout6.mkdir()
     (layout6 / "kraft-jbod-state.json").write_text('{"version": 6, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 6, this job writes layout 8"):
+    with pytest.raises(JbodError, match="holds state layout 6, this job writes layout 9"):
         check_state_layout(layout6, 4)
     # Layout 7 named a partition's directories by their ids' text; this job reads indices into a chunk's table.
     layout7 = tmp_path / "layout7"
     layout7.mkdir()
     (layout7 / "kraft-jbod-state.json").write_text('{"version": 7, "buckets": 4, "partitions": 2}')
-    with pytest.raises(JbodError, match="holds state layout 7, this job writes layout 8"):
+    with pytest.raises(JbodError, match="holds state layout 7, this job writes layout 9"):
         check_state_layout(layout7, 4)
+    # Layout 8 stored the chunks and the broker index as strings; this job reads them compressed, as binary.
+    layout8 = tmp_path / "layout8"
+    layout8.mkdir()
+    (layout8 / "kraft-jbod-state.json").write_text('{"version": 8, "buckets": 4, "partitions": 2}')
+    with pytest.raises(JbodError, match="holds state layout 8, this job writes layout 9"):
+        check_state_layout(layout8, 4)
 
 
 class _FakeHandle:
