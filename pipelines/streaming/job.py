@@ -125,6 +125,12 @@ DEFAULT_CONF: Mapping[str, str] = {
     # pyspark's worker daemon without a per-task re-read of the jars on the workers' path (≈ 0.8 s a task):
     # pipelines/streaming/daemon.py.
     "spark.python.daemon.module": "pipelines.streaming.daemon",
+    # One worker daemon for the source's reads and the operator, not two: Spark keeps a daemon per set of
+    # environment variables its runners pass, and the data source's reader passes SPARK_SIMPLIFIED_TRACEBACK where
+    # transformWithStateInPandas does not — a second daemon started (and imported the job's modules) in the first
+    # batch's operator stage. The job's errors are read from the exception's last line (``_MODEL_ERROR``), which the
+    # full traceback keeps. Incremental run over the 200 k log: 7.4-7.5 -> 7.0 s (docs/state-design.md, session 30).
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
     # The JVM's share of the job is light (Arrow in and out of the Python workers, the state store's socket, a few
     # packets through the shuffle), but C2, the optimizing JIT, spent half of the JVM's CPU compiling it — as much as
     # the Python workers' replay on the 20 k cluster. C1 alone halved the JVM's CPU and cut the run by a third

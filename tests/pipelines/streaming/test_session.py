@@ -19,3 +19,12 @@ def test_the_jvm_and_its_python_workers_start_with_few_malloc_arenas(spark: Spar
     seen = spark.sparkContext.parallelize([0], 1).map(lambda _: os.environ.get("MALLOC_ARENA_MAX")).collect()
     assert seen == [expected]
     assert spark.conf.get("spark.executorEnv.MALLOC_ARENA_MAX") == MALLOC_ARENAS
+
+
+def test_the_source_and_the_operator_share_one_python_worker_daemon(spark: SparkSession) -> None:
+    """Spark keeps one Python worker daemon per set of environment variables its runners pass: the data source's
+    reader passes ``SPARK_SIMPLIFIED_TRACEBACK`` when simplified tracebacks are on, transformWithStateInPandas does
+    not, and a second daemon then started (importing the job's modules again) inside the first batch's operator
+    stage. The job turns them off; its errors are read from the exception's last line, which a full traceback keeps
+    (test_job_errors.py)."""
+    assert spark.conf.get("spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled") == "false"
