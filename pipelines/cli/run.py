@@ -85,7 +85,7 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
                                                                             "files without cluster.id).")] = None,
         max_entries_per_batch: Annotated[int | None, typer.Option(
             "--max-entries-per-batch", min=1, help="Cap each micro-batch: at most this many entries, shared among the "
-                                                   "clusters with new records (default 250000).")] = None,
+                                                   "clusters with new records (default 500000).")] = None,
         buckets: Annotated[int | None, typer.Option(
             "--buckets", min=1, help="Replay buckets per cluster: one cluster's replay spread over this many state "
                                      "keys, to use several cores (default 4; fixed into the checkpoint).",
