@@ -131,7 +131,8 @@ DEFAULT_CONF: Mapping[str, str] = {
     # environment variables its runners pass, and the data source's reader passes SPARK_SIMPLIFIED_TRACEBACK where
     # transformWithStateInPandas does not — a second daemon started (and imported the job's modules) in the first
     # batch's operator stage. The job's errors are read from the exception's last line (``_MODEL_ERROR``), which the
-    # full traceback keeps. Incremental run over the 200 k log: 7.4-7.5 -> 7.0 s (docs/state-design.md, session 30).
+    # full traceback keeps. Incremental run over the 200 k log: 7.4-7.5 -> 7.0 s (docs/state-design.md, "twentieth
+    # round").
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
     # The JVM's share of the job is light (Arrow in and out of the Python workers, the state store's socket, a few
     # packets through the shuffle), but C2, the optimizing JIT, spent half of the JVM's CPU compiling it — as much as
