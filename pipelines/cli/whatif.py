@@ -85,20 +85,28 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
             raise InputError("name the disks to fail with --fail-dir (repeat for several)")
         explicit, _inv = load_paths(dirs, as_root=as_root)
         if tables is not None:
-            from pipelines.lakehouse.tables import metadata_image, resolve_cluster  # noqa: PLC0415 - pyarrow/deltalake
+            from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake when asked
+                metadata_image,
+                online_directories,
+                resolve_cluster,
+            )
 
             cid = resolve_cluster(tables, cluster)
-            # The image from the current/history tables, not a replay of the records table from its start.
-            image = metadata_image(tables, cid, resolve_as_of(tables, cid, as_of_offset, as_of))
+            at = resolve_as_of(tables, cid, as_of_offset, as_of)
             paths = directory_paths_for(tables, cid, explicit)
+            failing = [directory_id(v, paths, online_directories(tables, cid, at)) for v in fail_dir]
+            # The image from the current/history tables, not a replay of the records table from its start; of the
+            # partitions only those on the failing disks, all the prediction reads (jbod_model.whatif).
+            image = metadata_image(tables, cid, at, on_directories=failing)
         else:
             loaded = open_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset))
             runner = shared.stream_runner(loaded)
             for _event in runner.run(shared.tracked(loaded.entries, "decoding and replaying")):
                 pass
             image, paths = runner.image, explicit
-        online = frozenset(d for b in image.cluster.brokers.values() for d in b.directories)
-        result = what_if_directories_fail(image, [directory_id(v, paths, online) for v in fail_dir])
+            online = frozenset(d for b in image.cluster.brokers.values() for d in b.directories)
+            failing = [directory_id(v, paths, online) for v in fail_dir]
+        result = what_if_directories_fail(image, failing)
 
         def disk(broker: int, directory: Uuid) -> str:
             # format_directory names a disk the inventory knows ("broker 2 /mnt/d1 (Y8UXxSTr…)"), else gives the id.

@@ -37,9 +37,10 @@ directory paths (:func:`directory_paths`, :func:`replica_assignments_with_paths`
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -502,10 +503,10 @@ def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int
                 f"WHERE s._next_offset IS NOT NULL OR s.{REMOVED} IS TRUE")
     # Without marks (the first fold) every open row is looked at: a removal of a key that had no open version (its
     # only open row) is dropped too.
-    source = plain_types(pa.table(QueryBuilder().register("stored", table).execute(pick)))
+    source = _run(table, "stored", pick)
     # The new marks: every row of the version read is folded once this commits (a batch appended meanwhile has
     # greater offsets — a cluster's offsets only grow — so it stays above its cluster's mark, unfolded).
-    reached = pa.table(QueryBuilder().register("stored", table).execute(
+    reached = pa.table(_engine().register("stored", table).execute(
         f"SELECT cluster_id, MAX({start}) AS m FROM stored GROUP BY cluster_id")).to_pylist()
     commit = CommitProperties(app_transactions=[Transaction(FOLD_APP + str(r["cluster_id"]), int(r["m"]))
                                                 for r in reached if r["m"] is not None and marks.get(
@@ -555,6 +556,30 @@ def plain_types(table: pa.Table) -> pa.Table:
     return table if schema == table.schema else table.cast(schema)
 
 
+#: DataFusion's settings for every query here. Join reordering off: each join here is written with its small side
+#: (the keys asked for, the newest start of each key) on the left, the side DataFusion builds its hash table of. With
+#: reordering on, a filter on the right side (``cluster_id = …``) made the planner guess that side smaller and build
+#: on it: every stored row with every column read — 4.2 GB for the 2 M partitions' latest registrations, 0.7 GB
+#: the way it is written (docs/performance.md, "The tables' reads a batch at a time").
+_ENGINE_SETTINGS: Final = {"datafusion.optimizer.join_reordering": "false"}
+
+
+def _engine() -> QueryBuilder:
+    """A DataFusion session (delta-rs' :class:`~deltalake.QueryBuilder`) with :data:`_ENGINE_SETTINGS`."""
+    return QueryBuilder(_ENGINE_SETTINGS)
+
+
+def _run(table: DeltaTable, name: str, sql: str) -> pa.Table:
+    """``sql`` over ``table`` registered as ``name``, its result with :func:`plain_types`, cast a batch at a time as
+    DataFusion streams it: cast whole, the ``string_view`` result and its copy were both held — the 2 M partitions'
+    latest registrations peaked at 4.4 GB for a 0.3 GB answer (docs/performance.md, "The tables' reads a batch at a
+    time")."""
+    reader = pa.RecordBatchReader.from_stream(_engine().register(name, table).execute(sql))
+    schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in reader.schema])
+    same = schema == reader.schema
+    return pa.Table.from_batches([b if same else b.cast(schema) for b in reader], schema)
+
+
 def _delta(tables_dir: str | Path, table: str) -> DeltaTable:
     path = Path(tables_dir) / table
     if not DeltaTable.is_deltatable(str(path)):
@@ -574,7 +599,7 @@ FOLD_APP = "kraft-jbod:folded:"
 def fold_marks(table: DeltaTable) -> dict[str, int]:
     """The offset up to which each cluster's rows of a current or history table were folded (clusters never folded
     are absent)."""
-    found = pa.table(QueryBuilder().register("stored", table).execute("SELECT DISTINCT cluster_id FROM stored"))
+    found = pa.table(_engine().register("stored", table).execute("SELECT DISTINCT cluster_id FROM stored"))
     marks = {str(c): table.transaction_version(FOLD_APP + str(c)) for c in found.column("cluster_id").to_pylist()}
     return {c: m for c, m in marks.items() if m is not None}
 
@@ -677,9 +702,9 @@ def query(tables_dir: str | Path, table: str, sql: str) -> pa.Table:
     history table is ``t`` as its readers see it (:func:`resolved_sql`), whatever ``jbod maintain`` has folded."""
     delta = _stored(tables_dir, table)
     if table not in VERSIONED:
-        return plain_types(pa.table(QueryBuilder().register("t", delta).execute(sql)))
+        return _run(delta, "t", sql)
     view = resolved_sql(table, marks=fold_marks(delta))
-    return plain_types(pa.table(QueryBuilder().register("stored", delta).execute(f"WITH t AS ({view}) {sql}")))
+    return _run(delta, "stored", f"WITH t AS ({view}) {sql}")
 
 
 def read_table(tables_dir: str | Path, table: str, where: str | None = None,
@@ -733,15 +758,30 @@ def _entity_table(tables_dir: str | Path, entity: Entity, cluster: str, as_of_of
     return read_table(tables_dir, entity.history, where)
 
 
-def _last_of_each_key(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Table:
-    """Per key, its row with the greatest ``start``, ordered by key: one sort (keys, then start) and a mask of the
-    rows whose key differs from the next row's. Vectorised (pyarrow), where the SQL of :func:`resolved_sql` needs a
-    window or a join over every stored row."""
+def _last_rows(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Array:
+    """The positions in ``rows`` of each key's row with the greatest ``start``, ordered by key: one sort (keys, then
+    start, :func:`_packed_order`) and the rows whose key differs from the next row's. Vectorised (pyarrow, numpy),
+    where the SQL of :func:`resolved_sql` needs a window or a join over every stored row; positions, so that the
+    caller takes the rows it keeps once."""
     if rows.num_rows == 0:
-        return rows
-    ordered, last = _key_breaks(rows, keys, start)
-    chunks = last.chunks if isinstance(last, pa.ChunkedArray) else [last]
-    return ordered.filter(pa.chunked_array([*chunks, pa.array([True])], pa.bool_()))
+        return pa.array([], pa.int64())
+    ranked = {k: _rank(rows.column(k)) for k in keys}
+    packed_order = _packed_order(ranked, rows.column(start))
+    if packed_order is not None:
+        order, packed = packed_order
+        return pa.array(order.to_numpy()[np.append(packed[1:] != packed[:-1], True)])
+    table = pa.table({**ranked, start: rows.column(start)})
+    order = pc.sort_indices(table, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")])
+    ordered = table.select(list(ranked)).take(order)
+    n = rows.num_rows
+    breaks: pa.Array | pa.ChunkedArray | None = None
+    for key in ranked:
+        column = ordered.column(key)
+        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
+        breaks = differs if breaks is None else pc.or_(breaks, differs)
+    assert breaks is not None
+    chunks = breaks.chunks if isinstance(breaks, pa.ChunkedArray) else [breaks]
+    return order.filter(pa.concat_arrays([*chunks, pa.array([True])]))
 
 
 def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str, keep: Sequence[str] | None = None,
@@ -850,6 +890,7 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
     table, start = (entity.current, "since_offset") if latest else (entity.history, f"{lo}_offset")
     assert table is not None
     end = None if latest else f"{hi}_offset"
+    stored = _stored(tables_dir, table)
 
     def where(row: str) -> str:
         """The stored rows of the cluster that start by ``as_of_offset`` (``row``: the table's alias, with its dot)."""
@@ -859,24 +900,65 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
     # Once each: a caller may ask for the start or end columns among the value's.
     wanted = list(dict.fromkeys([*names, *columns, start, REMOVED, *([end] if end else [])]))
     keys = ", ".join(_quote(k) for k in names)
-    newest = f"SELECT {keys}, max({_quote(start)}) AS newest_start FROM stored WHERE {where('')} GROUP BY {keys}"
-    on = " AND ".join([*(f"s.{_quote(k)} = n.{_quote(k)}" for k in names), f"s.{_quote(start)} = n.newest_start"])
-    # The newest starts on the left: DataFusion builds its hash table of the join's left side and streams the right
-    # one through it (the other way round it held every stored row, 4.4 GB at 2 M partitions).
-    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, table)).execute(
-        f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM ({newest}) n JOIN stored s ON {on} "
-        f"WHERE {where('s.')}")))
-    # Ordered by key. A key's rows all have its newest start now, so this keeps one of them (two rows of a key never
-    # share a start: each is the key's change at that offset).
-    rows = _last_of_each_key(read, names, start)
-    del read
-    live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
-    if end is not None:
-        open_then = pc.is_null(rows.column(end))
-        if as_of_offset is not None:
-            open_then = pc.or_kleene(open_then, pc.greater(rows.column(end), int(as_of_offset)))
-        live = pc.and_(live, open_then)
-    return rows.filter(live).select([*names, *(c for c in columns if c not in names)])
+    shown = [*names, *(c for c in columns if c not in names)]
+
+    def piece(among: Callable[[str], str]) -> pa.Table:
+        """The live keys whose first key column ``among`` selects (a SQL condition on the alias it is given)."""
+        newest = (f"SELECT {keys}, max({_quote(start)}) AS newest_start FROM stored WHERE {where('')}{among('')} "
+                  f"GROUP BY {keys}")
+        on = " AND ".join([*(f"s.{_quote(k)} = n.{_quote(k)}" for k in names), f"s.{_quote(start)} = n.newest_start"])
+        # The newest starts on the left: DataFusion builds its hash table of the join's left side and streams the
+        # right one through it (the other way round it held every stored row, 4.4 GB at 2 M partitions).
+        read = _run(stored, "stored",
+                    f"SELECT {', '.join('s.' + _quote(c) for c in wanted)} FROM ({newest}) n JOIN stored s ON {on} "
+                    f"WHERE {where('s.')}{among('s.')}")
+        live = pc.invert(pc.fill_null(read.column(REMOVED), False))
+        if end is not None:
+            open_then = pc.is_null(read.column(end))
+            if as_of_offset is not None:
+                open_then = pc.or_kleene(open_then, pc.greater(read.column(end), int(as_of_offset)))
+            live = pc.and_(live, open_then)
+        # A key's rows all have its newest start now, so this keeps one of them (two rows of a key never share a
+        # start: each is the key's change at that offset). One take of the live ones, in key order, with only the
+        # columns asked for: sorting the whole read, then filtering it, made two more copies of it.
+        last = _last_rows(read, names, start)
+        return read.select(shown).take(last.filter(live.take(last)))
+
+    # A large table a range of its first key column at a time (topic ids, in the order the rows come out in), so
+    # that DataFusion's aggregate and join hold a piece of the keys, not all of them.
+    parts = [piece(among) for among in _key_ranges(stored, names[0], where(""))]
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+#: A current or history table of more stored rows than this (every cluster's) is read :func:`_key_ranges` at a time:
+#: DataFusion's aggregate and join over the 14 M stored replica rows of a 2 M-partition cluster held ≈ 1.8 GB at once
+#: for a 0.5 GB answer (docs/performance.md, "The tables' reads a batch at a time").
+PIECE_STORED_ROWS = 2_000_000
+
+
+def _key_ranges(stored: DeltaTable, key: str, where: str) -> list[Callable[[str], str]]:
+    """Conditions (on a table alias with its dot, e.g. ``"s."``) that cut the stored rows ``where`` selects into
+    consecutive ranges of the text column ``key``, about :data:`PIECE_STORED_ROWS` stored rows each by the table's
+    own count, in Arrow's (bytewise) order of ``key`` — the order :func:`_last_rows` puts its first key in, so the
+    pieces' rows concatenated are in key order too. One range (no condition) for a smaller table or a key that is
+    not text."""
+    rows = sum(pa.table(stored.get_add_actions(flatten=True)).column("num_records").to_pylist())
+    whole: list[Callable[[str], str]] = [lambda row: ""]
+    if rows <= PIECE_STORED_ROWS or _plain(pa.schema(stored.schema().to_arrow()).field(key).type) != pa.string():
+        return whole
+    values = _run(stored, "stored", f"SELECT DISTINCT {_quote(key)} AS v FROM stored WHERE {where}").column("v")
+    values = values.take(pc.sort_indices(values)).drop_null().to_pylist()
+    count = min(len(values), -(-rows // PIECE_STORED_ROWS))
+    if count <= 1:
+        return whole
+    cuts = [values[i * len(values) // count] for i in range(1, count)]
+    bounds: list[str | None] = [None, *cuts, None]
+    column = _quote(key)
+
+    def between(low: str | None, high: str | None) -> Callable[[str], str]:
+        return lambda row: ("" if low is None else f" AND {row}{column} >= {_lit(low)}") + (
+            "" if high is None else f" AND {row}{column} < {_lit(high)}")
+    return [between(low, high) for low, high in itertools.pairwise(bounds)]
 
 
 def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
@@ -910,7 +992,7 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
                + " AND ".join(f"k.{_quote(n)} = s.{_quote(n)}" for n in names)
                + f" WHERE {condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
                + ("" if where is None else f" AND ({where})"))
-    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, entity.history)).execute(sql)))
+    read = _run(_stored(tables_dir, entity.history), "stored", sql)
     shown = list(dict.fromkeys([*(names if with_keys else ()), *columns]))
     if read.num_rows == 0:
         return pa.table({**{c: read.column(c) for c in shown}, "start": read.column(lo), "end": read.column(hi)})
@@ -944,8 +1026,8 @@ def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Seq
     schema = pa.schema([every.field(c) for c in picked])
     wanted = [*schema.names, *([lo_time] if hi_time in schema.names and lo_time not in schema.names else []), REMOVED]
     condition = f"cluster_id = {_lit(cluster)}" + ("" if where is None else f" AND ({where})")
-    read = plain_types(pa.table(QueryBuilder().register("stored", _stored(tables_dir, table)).execute(
-        f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored WHERE {condition}")))
+    read = _run(_stored(tables_dir, table), "stored", f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored "
+                                                     f"WHERE {condition}")
     if read.num_rows == 0:
         return read.select(schema.names)
     types = read.select(schema.names).schema
@@ -1061,23 +1143,43 @@ def as_of_image_sliced(tables_dir: str | Path, cluster: str, as_of_offset: int |
             **{key: sliced(read[key], names) for key, (_, _, names) in _IMAGE_LISTS.items()}}
 
 
-def metadata_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
-                   ) -> MetadataImage:
+def metadata_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None, *,
+                   on_directories: Collection[Uuid] | None = None) -> MetadataImage:
     """The model's image of ``cluster`` as of ``as_of_offset`` (None: the latest) built from the tables, not by
     replaying the log: features, brokers, topics and partitions from their tables (:func:`entity_state`), the
     configurations from the only records that change them (:func:`jbod_model.replay.configurations_of`, a few
     hundred rows of ``records``). Equal to the replay's image (``same_state``) but for the brokers' supported
     feature ranges, which no table holds and no controller decision on directories reads — what ``jbod whatif
-    --tables`` asks its question of."""
+    --tables`` asks its question of.
+
+    ``on_directories``: only the partitions with a replica in one of these directories, as
+    :func:`jbod_model.whatif.affected_image` keeps them — chosen over the partitions' columns before any becomes
+    a Python object: a 2 M-partition image was 2 M registrations, about 1.5 GB, for a what-if that reads the
+    tens of thousands on one disk."""
     cid = resolve_cluster(tables_dir, cluster)
     with gc_paused():
-        return _metadata_image(tables_dir, cid, as_of_offset)
+        return _metadata_image(tables_dir, cid, as_of_offset, None if on_directories is None else
+                               sorted({str(d) for d in on_directories}))
 
 
-def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None) -> MetadataImage:
+def online_directories(tables_dir: str | Path, cluster: str | None = None, as_of_offset: int | None = None,
+                       ) -> frozenset[Uuid]:
+    """Every directory the cluster's registered brokers list as online (as of ``as_of_offset``): the brokers'
+    table alone."""
+    rows = entity_state(tables_dir, ENTITIES["broker"], resolve_cluster(tables_dir, cluster), as_of_offset,
+                        ("log_dirs",))
+    return frozenset(Uuid.from_string(d) for dirs in rows.column("log_dirs").to_pylist() for d in dirs or ())
+
+
+def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None,
+                    on_directories: Sequence[str] | None = None) -> MetadataImage:
     def state(name: str, *columns: str) -> list[list[Any]]:
         entity = ENTITIES[name]
         rows = entity_state(tables_dir, entity, cid, as_of_offset, columns)
+        if name == "partition" and on_directories is not None:
+            dirs = rows.column("directories").combine_chunks()
+            hit = pc.is_in(pc.list_flatten(dirs), pa.array(on_directories, pa.string()))
+            rows = rows.take(pc.unique(pc.filter(pc.list_parent_indices(dirs), hit)))
         return [rows.column(c).to_pylist() for c in (*(k for k, _ in entity.key), *columns)]
 
     uuids: dict[str, Uuid] = {}
@@ -1160,7 +1262,7 @@ def _entries(tables_dir: str | Path, where: str, order: str) -> Iterator[LogEntr
     """The records matching ``where`` as LogEntry values, streamed batch by batch (a real log has millions of
     NoOpRecords) in ``order``. Times go back to the model's ms."""
     columns = ", ".join(_quote(c) for c in _LOG_COLUMNS)
-    reader = QueryBuilder().register("t", _delta(tables_dir, "records")).execute(
+    reader = _engine().register("t", _delta(tables_dir, "records")).execute(
         f"SELECT {columns} FROM t WHERE {where} ORDER BY {order}")
     for raw in reader:
         batch = pa.record_batch(raw)

@@ -6,13 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jbod_model.errors import InputError
 from jbod_model.records.metadata import NO_LEADER, BrokerRegistrationChangeRecord, ConfigRecord
-from jbod_model.replay import replay_records
+from jbod_model.replay import replay_entries, replay_records
+from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.stream import RequestEntry, StreamRunner, load_jsonl
 from jbod_model.uuid import Uuid
-from jbod_model.whatif import what_if_directories_fail
+from jbod_model.whatif import affected_image, what_if_directories_fail
 
 DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
 FAILED = Uuid.from_string("Y8UXxSTrSB2pCc9s439Vkw")  # broker 2's first disk in the demo
@@ -77,3 +80,25 @@ def test_unknown_directory_is_an_input_error() -> None:
     runner, _ = _split_at_failure()
     with pytest.raises(InputError, match="not an online directory"):
         what_if_directories_fail(runner.image, [Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAA")])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), cut=st.floats(0.05, 1.0), picks=st.lists(st.integers(0, 10_000), min_size=1,
+                                                                              max_size=4))
+def test_the_affected_partitions_alone_give_the_same_prediction(seed: int, cut: float, picks: list[int]) -> None:
+    """What ``jbod whatif --tables`` builds for a large cluster (only the partitions on the failed disks) predicts
+    what the whole image does: the same records, the same impacts."""
+    entries = churn_log(ChurnSpec(brokers=4, dirs_per_broker=3, topics=4, partitions_per_topic=6,
+                                  replication_factor=3, operations=150, fence_share=0.15, seed=seed))
+    image = replay_entries(entries[:max(1, int(len(entries) * cut))])
+    online = sorted({d for b in image.cluster.brokers.values() for d in b.directories})
+    if not online:
+        return
+    dirs = sorted({online[i % len(online)] for i in picks})
+    whole = what_if_directories_fail(image, dirs)
+    part = affected_image(image, dirs)
+    kept = {(t.id, pid) for t, pid, _ in part.topics.partitions()}
+    assert kept == {(t.id, pid) for t, pid, p in image.topics.partitions() if set(p.directories) & set(dirs)}
+    assert part.topics.by_name == image.topics.by_name
+    alone = what_if_directories_fail(part, dirs)
+    assert (alone.failed, alone.records, alone.impacts) == (whole.failed, whole.records, whole.impacts)

@@ -32,6 +32,7 @@ from jbod_model.report import DirLocation, build_report
 from jbod_model.simulator.churn import churn_log
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
+from jbod_model.whatif import affected_image
 from pipelines.config.profiles import MaintenanceSettings
 from pipelines.lakehouse.maintenance import maintain
 from pipelines.lakehouse.tables import (
@@ -211,6 +212,11 @@ def test_the_model_image_from_the_tables_is_the_replays(tmp_path: Path) -> None:
             want = replay_entries(e for e in log if n is None or e.offset <= n)
             assert got.same_state(_without_supported_features(want)), n
             assert got.last_offset == want.last_offset, n
+            # What `jbod whatif --tables` reads: only the partitions on the disks it fails.
+            online = sorted({d for b in want.cluster.brokers.values() for d in b.directories})
+            for dirs in (online[:1], online[1::3]):
+                part = metadata_image(tmp_path, "c", n, on_directories=dirs)
+                assert part.same_state(_without_supported_features(affected_image(want, dirs))), (n, dirs)
 
     check()
     assert maintain(tmp_path, MaintenanceSettings(), only=sorted(VERSIONED)).ok
@@ -368,3 +374,28 @@ def test_history_versions_come_ordered_by_key_then_start(tmp_path: Path) -> None
         assert got == sorted(got) and len(set(topics)) > 2, name
         firsts = {r.topic_id: e.offset for e in reversed(log) if isinstance(r := e.record, TopicRecord)}
         assert sorted(firsts, key=str) != sorted(firsts, key=firsts.__getitem__), name
+
+
+def test_a_large_table_is_read_a_range_of_topics_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above PIECE_STORED_ROWS stored rows the keys' newest rows are read a range of topic ids at a time: the
+    same image, latest and as of any offset, as one read of the whole table."""
+    from pipelines.lakehouse import tables
+
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=80)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "c", log, batch_size=7)
+    every = sorted({e.offset for e in log})
+    offsets = [None, *every[::9], every[-1]]
+    whole = {n: as_of_image(tmp_path, "c", n) for n in offsets}
+    pieces: list[int] = []
+    ranges = tables._key_ranges
+
+    def counted(*args: object) -> list[object]:
+        found = ranges(*args)  # type: ignore[arg-type]
+        pieces.append(len(found))
+        return found  # type: ignore[return-value]
+
+    monkeypatch.setattr(tables, "PIECE_STORED_ROWS", 3)
+    monkeypatch.setattr(tables, "_key_ranges", counted)
+    for n in offsets:
+        assert as_of_image(tmp_path, "c", n) == whole[n], n
+    assert max(pieces) >= 3  # the partitions and replicas came a topic range at a time
