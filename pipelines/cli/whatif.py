@@ -94,7 +94,8 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
             cid = resolve_cluster(tables, cluster)
             at = resolve_as_of(tables, cid, as_of_offset, as_of)
             paths = directory_paths_for(tables, cid, explicit)
-            failing = [directory_id(v, paths, online_directories(tables, cid, at)) for v in fail_dir]
+            online = online_directories(tables, cid, at)
+            failing = [directory_id(v, paths, online) for v in fail_dir]
             # The image from the current/history tables, not a replay of the records table from its start; of the
             # partitions only those on the failing disks, all the prediction reads (jbod_model.whatif).
             image = metadata_image(tables, cid, at, on_directories=failing)

@@ -759,27 +759,13 @@ def _entity_table(tables_dir: str | Path, entity: Entity, cluster: str, as_of_of
 
 
 def _last_rows(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Array:
-    """The positions in ``rows`` of each key's row with the greatest ``start``, ordered by key: one sort (keys, then
-    start, :func:`_packed_order`) and the rows whose key differs from the next row's. Vectorised (pyarrow, numpy),
-    where the SQL of :func:`resolved_sql` needs a window or a join over every stored row; positions, so that the
-    caller takes the rows it keeps once."""
+    """The positions in ``rows`` of each key's row with the greatest ``start``, ordered by key (:func:`_key_order`:
+    the sorted rows whose key differs from the next row's, and the last). Vectorised (pyarrow, numpy), where the SQL
+    of :func:`resolved_sql` needs a window or a join over every stored row; positions, so that the caller takes the
+    rows it keeps once."""
     if rows.num_rows == 0:
         return pa.array([], pa.int64())
-    ranked = {k: _rank(rows.column(k)) for k in keys}
-    packed_order = _packed_order(ranked, rows.column(start))
-    if packed_order is not None:
-        order, packed = packed_order
-        return pa.array(order.to_numpy()[np.append(packed[1:] != packed[:-1], True)])
-    table = pa.table({**ranked, start: rows.column(start)})
-    order = pc.sort_indices(table, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")])
-    ordered = table.select(list(ranked)).take(order)
-    n = rows.num_rows
-    breaks: pa.Array | pa.ChunkedArray | None = None
-    for key in ranked:
-        column = ordered.column(key)
-        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
-        breaks = differs if breaks is None else pc.or_(breaks, differs)
-    assert breaks is not None
+    order, breaks = _key_order(rows, keys, start)
     chunks = breaks.chunks if isinstance(breaks, pa.ChunkedArray) else [breaks]
     return order.filter(pa.concat_arrays([*chunks, pa.array([True])]))
 
@@ -787,30 +773,36 @@ def _last_rows(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Array:
 def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str, keep: Sequence[str] | None = None,
                 ) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
     """``rows`` (not empty; only the columns ``keep``, default all) sorted by ``keys`` then ``start``, and for each
-    row but the last whether the next row has another key: one sort, and a shifted compare of the packed key (of
-    each key column where the keys do not pack)."""
+    row but the last whether the next row has another key (:func:`_key_order`)."""
+    order, breaks = _key_order(rows, keys, start)
+    return (rows if keep is None else rows.select(list(keep))).take(order), breaks
+
+
+def _key_order(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Array, pa.Array | pa.ChunkedArray]:
+    """The order that sorts ``rows`` (not empty) by ``keys`` then ``start``, and for each row of it but the last
+    whether the next row has another key: one sort, and a shifted compare of the packed key (of each key column's
+    ranks where the keys do not pack)."""
     n = rows.num_rows
     # A text key (a topic id) is sorted by its rank among its distinct values, the same order: comparing strings row
     # against row dominated the sort of millions of replica versions naming a few hundred topics.
     ranked = {k: _rank(rows.column(k)) for k in keys}
     packed_order = _packed_order(ranked, rows.column(start))
-    kept = rows if keep is None else rows.select(list(keep))
     if packed_order is not None:
         order, packed = packed_order
         # The packed key is one-to-one with the keys (each column offset and scaled by the spans after it): the
-        # key changes where it does — no compare of millions of topic ids, nor a take of the key columns unkept.
-        return kept.take(order), pa.array(packed[1:] != packed[:-1])
+        # key changes where it does — no compare of millions of topic ids, nor a take of the key columns.
+        return order, pa.array(packed[1:] != packed[:-1])
     table = pa.table({**ranked, start: rows.column(start)})
     order = pc.sort_indices(table, sort_keys=[*((k, "ascending") for k in keys), (start, "ascending")])
-    del ranked, table
-    ordered = rows.take(order)
+    # A rank is one-to-one with its text, so the ranks change where the keys do.
+    ordered = table.select(list(ranked)).take(order)
     breaks: pa.Array | pa.ChunkedArray | None = None
-    for key in keys:
+    for key in ranked:
         column = ordered.column(key)
         differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
         breaks = differs if breaks is None else pc.or_(breaks, differs)
     assert breaks is not None
-    return ordered if keep is None else ordered.select(list(keep)), breaks
+    return order, breaks
 
 
 def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Array | pa.ChunkedArray,
