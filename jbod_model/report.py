@@ -514,9 +514,16 @@ class _Affected:
     isr_restored: LogPosition | None = None
     moved: LogPosition | None = None
     deleted: LogPosition | None = None
-    #: The sparse tracker's alone (:meth:`SparseIncidentTracker._next_follow_ups`): the offset at which a state of
-    #: the partition may next show what this follow-up awaits (-1: not asked yet; :data:`_NEVER`: none will).
-    next_look: int = field(default=-1, compare=False)
+    # The sparse tracker's alone (:meth:`SparseIncidentTracker._follow_through`): the batch ends at which a
+    # follow-up first sees the partition with a leader, with the broker in its ISR, without the broker among its
+    # replicas, with the broker's replica in another directory than the failed one, and gone (:class:`FirstSeen`;
+    # :data:`NEVER`: none does), and where a later incident of the broker took the follow-up over.
+    first_leader: int = field(default=-1, compare=False)
+    first_in_isr: int = field(default=-1, compare=False)
+    first_out: int = field(default=-1, compare=False)
+    first_off_disk: int = field(default=-1, compare=False)
+    first_gone: int = field(default=-1, compare=False)
+    cut: int = field(default=-1, compare=False)
 
     def freeze(self) -> AffectedPartition:
         # Positionally, without the frozen keyword __init__: a 200 k cluster's report freezes 633 k of them.
@@ -528,7 +535,8 @@ class _Affected:
 # keyword ``__init__`` (``jbod_model.slots``; none of them has a ``__post_init__``). Every field, in order.
 #: ``(partition, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
 _new_affected_partition: Final = slot_constructor(AffectedPartition)
-#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted, next_look)``
+#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted, first_leader,
+#: first_in_isr, first_out, first_off_disk, first_gone, cut)``
 _new_affected: Final = slot_constructor(_Affected)
 #: ``(topic_id, topic_name, partition_id)``
 _new_partition_ref: Final = slot_constructor(PartitionRef)
@@ -611,37 +619,62 @@ def seen_by(part: PartitionRegistration | None, broker_id: int) -> Seen:
 
 
 @dataclass(frozen=True, slots=True)
-class Awaited:
-    """What follow-ups can still learn of followed partitions (:meth:`IncidentTracker._follow_up`'s rules, as
-    :meth:`SparseIncidentTracker._next_follow_ups` reads them off each incident and what it learnt so far), as
-    parallel columns, item i of each one (partition, incident following it) pair: a leader again, the incident's
-    broker back in the ISR, the broker's replica moved, or the partition gone. A store answers when a partition's
-    state first shows one of them (:meth:`PartitionHistory.next_awaited`), so that the sparse tracker looks at a
-    followed partition only at the batches where a follow-up can change something, not at each change of its state
-    (an ISR that shrinks and grows again for other brokers, a leader elected among the others)."""
+class FollowAsks:
+    """Followed partitions to look ahead for, as parallel columns, item i of each one (partition, incident following
+    it) pair: what :meth:`PartitionHistory.first_seen` reads of the partition's states after ``afters[i]`` as
+    broker ``broker_ids[i]`` sees it, ``directories[i]`` being the disk whose failure hit it (None: the incident is
+    not a directory failure)."""
 
     partitions: Sequence[PartitionKey]
     broker_ids: Sequence[int]
-    #: The partition lost its leader and has had none since: any leader is news.
-    leaders: Sequence[bool]
-    #: The broker lost its ISR membership and is not back yet.
-    in_isr: Sequence[bool]
-    #: The incident's :func:`_open_failure`: while a directory failure is open, the directory the broker's replica
-    #: was hit in (a replica in any other has moved off the failed disk). None: only leaving the replica set counts.
     directories: Sequence[Uuid | None]
+    afters: Sequence[int]
 
     def __len__(self) -> int:
         return len(self.partitions)
 
-    def shown_by(self, i: int, seen: Seen) -> bool:
-        """Whether a follow-up of pair ``i`` reading ``seen`` (the partition's state as the pair's broker sees it)
-        learns something: the partition is gone, the broker holds no replica of it (or, for an open directory
-        failure, holds it in another directory), or a leader or ISR membership awaited is there."""
-        if seen is None:
-            return True
-        leader, in_isr, directory = seen
-        return (_moved_off(self.directories[i], directory) or (self.leaders[i] and leader != NO_LEADER)
-                or (self.in_isr[i] and in_isr))
+
+@dataclass(frozen=True, slots=True)
+class FirstSeen:
+    """For each pair of a :class:`FollowAsks`, the first batch end after the pair's ``after`` at which the
+    partition's state (the one after the batch, as a follow-up reads it: :func:`seen_by`) shows each thing a
+    follow-up can learn — a leader, the broker in the ISR, the broker outside the replicas, the broker's replica in
+    another directory than the pair's, the partition gone (only where it existed at ``after``). :data:`NEVER`
+    where no batch end does; a state that starts and is replaced inside one batch is never seen."""
+
+    leader: Sequence[int]
+    in_isr: Sequence[int]
+    out: Sequence[int]
+    off_disk: Sequence[int]
+    gone: Sequence[int]
+
+    @classmethod
+    def of_states(cls, asks: FollowAsks, ends: Sequence[int],
+                  state_at: Callable[[PartitionKey, int], PartitionRegistration | None]) -> FirstSeen:
+        """The columns read off the registrations themselves (``state_at(pk, offset)``: the partition after the
+        batch that ends at ``offset``, or at an ask's ``after``; None: it does not exist then): what a store's
+        must equal."""
+        columns: tuple[list[int], ...] = ([], [], [], [], [])
+        for pk, b, failed, after in zip(asks.partitions, asks.broker_ids, asks.directories, asks.afters,
+                                        strict=True):
+            first = [NEVER] * 5
+            existed = state_at(pk, after) is not None
+            for end in ends:
+                if end <= after:
+                    continue
+                seen = seen_by(state_at(pk, end), b)
+                if seen is None:
+                    if existed and first[4] == NEVER:
+                        first[4] = end
+                    continue
+                leader, in_isr, directory = seen
+                for i, shown in enumerate((leader != NO_LEADER, in_isr, directory is None,
+                                           directory is not None and failed is not None and directory != failed)):
+                    if shown and first[i] == NEVER:
+                        first[i] = end
+            for column, value in zip(columns, first, strict=True):
+                column.append(value)
+        return cls(*columns)
 
 
 def _trigger_of(record: Record) -> Trigger:
@@ -787,8 +820,7 @@ class IncidentTracker(BatchFeed):
         # 1. What became of partitions earlier incidents hit (before this batch's own incidents start: a leader
         #    lost and re-elected in one batch was never missing). Follow-ups are dated by their batch: the
         #    controller answers one AlterPartition or reassignment with one batch, and the timeline groups by it.
-        for pk in (*touched, *gone):
-            self._follow_up(pk, after.topics.get_partition(*pk), at_end)
+        self._follow_ups(after, (*touched, *gone), at_end)
         # 2. Broker transitions start and end incidents, judged against the index as it was before the batch.
         changed = [b for b in sorted(brokers)
                    if before.cluster.brokers.get(b) != after.cluster.brokers.get(b)]
@@ -883,6 +915,10 @@ class IncidentTracker(BatchFeed):
             self._open_dirs[(incident.broker_id, incident.directory)] = incident
         else:
             self._open_brokers[incident.broker_id] = incident
+        self._watch_partitions(incident)
+
+    def _watch_partitions(self, incident: _Incident) -> None:
+        """Follow the partitions an incident just opened hit."""
         # A partition followed for an earlier, finished incident of the same broker is followed by this one now:
         # the old follow-up can no longer be told apart from the new.
         watch, b = self._watch, incident.broker_id
@@ -902,10 +938,14 @@ class IncidentTracker(BatchFeed):
             self._open_dirs.pop((incident.broker_id, incident.directory), None)
         else:
             self._open_brokers.pop(incident.broker_id, None)
+        self._unwatch_settled(incident)
+        self._closed.append(incident.id)
+
+    def _unwatch_settled(self, incident: _Incident) -> None:
+        """Stop following the partitions an incident just closed has nothing more to learn of."""
         for pk, a in incident.partitions.items():
             if _settled(incident, a):
                 self._unwatch(pk, incident)
-        self._closed.append(incident.id)
 
     def _forget_closed(self, first: int) -> None:
         """Keep at most ``max_closed_incidents`` closed incidents, forgetting the oldest. Those the batch closed (from
@@ -934,6 +974,12 @@ class IncidentTracker(BatchFeed):
         else:
             self._watch.pop(pk, None)
 
+    def _follow_ups(self, after: MetadataImage, keys: Iterable[PartitionKey], at: LogPosition) -> None:
+        """Step 1 of a batch: follow up each of ``keys`` (the partitions its records touched or deleted) in the
+        image after it."""
+        for pk in keys:
+            self._follow_up(pk, after.topics.get_partition(*pk), at)
+
     def _follow_up(self, pk: PartitionKey, part: PartitionRegistration | None, at: LogPosition) -> None:
         watchers = self._watch.get(pk)
         if not watchers:
@@ -942,7 +988,7 @@ class IncidentTracker(BatchFeed):
         evacuating: list[_Incident] = []
         for incident, a in watchers:
             staying = a.moved is None and a.deleted is None
-            seen = self._seen(pk, part, incident.broker_id)
+            seen = seen_by(part, incident.broker_id)
             if seen is None:
                 a.deleted = a.deleted or at
             else:
@@ -967,11 +1013,6 @@ class IncidentTracker(BatchFeed):
         for incident in evacuating:
             if incident.ended is None and incident.partitions and not incident.staying:
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
-
-    def _seen(self, pk: PartitionKey, part: PartitionRegistration | None, b: int) -> Seen:
-        """What :meth:`_follow_up` reads of the partition after the batch (``part``, None: gone) as broker ``b``
-        sees it: all its rules read of it."""
-        return seen_by(part, b)
 
     # -- state: hosted replicas, offline replicas, leaderless partitions --------------------------------------
 
@@ -1075,15 +1116,9 @@ class PartitionHistory(Protocol):
     ``pipelines.report.load``), which a :class:`SparseIncidentTracker` reads instead of replaying every partition
     record. A state "at" offset N is the one after every record that took effect by N."""
 
-    def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
-        """The columns of :class:`FollowedStates` for each (partition, broker) of ``pairs`` at ``offset``."""
-
-    def next_awaited(self, asks: Awaited, after: int) -> Sequence[int | None]:
-        """For each pair of ``asks``, an offset after ``after`` by which no batch shows what it awaits
-        (:meth:`Awaited.shown_by` of the partition's state at the batch's end, as the pair's broker sees it), at most
-        the first batch that does: where a state that shows it starts, or the partition ends (None: no state after
-        ``after`` shows it). A state that starts and is replaced within one batch may be named too: the tracker
-        looks there, and asks again."""
+    def first_seen(self, asks: FollowAsks, ends: Sequence[int]) -> FirstSeen:
+        """:class:`FirstSeen` of each pair of ``asks``, among the batch ends ``ends`` (ascending, the last one the
+        last offset the store holds states for)."""
 
     def next_touches(self, keys: Iterable[PartitionKey], after: int) -> Mapping[PartitionKey, int]:
         """For each of ``keys``, the first offset after ``after`` at which a committed PartitionRecord or
@@ -1159,7 +1194,7 @@ class HostedChange:
             (tid, pid), now, lead = keys[i], exists_after[i], leaders_after[i]
             out.append(_new_affected(_new_partition_ref(tid, names[i], pid), leaders[i] == b and (not now or lead != b),
                                      in_isr[i] and not (now and in_isr_after[i]), now and lead == NO_LEADER,
-                                     None, None, None, None, -1))
+                                     None, None, None, None, -1, -1, -1, -1, -1, -1))
         return out
 
     def directory_failure(self, directory: Uuid) -> dict[PartitionKey, _Affected]:
@@ -1186,32 +1221,10 @@ class HostedChange:
                 if now and pk in incident.partitions and _moved(incident, d)]
 
 
-@dataclass(frozen=True, slots=True)
-class FollowedStates:
-    """What a batch's follow-ups read (:meth:`IncidentTracker._follow_up`) of the partitions followed: for each
-    (partition, broker) pair asked for — a followed partition and the broker of an incident that follows it — the
-    partition's state after the batch as that broker sees it (:data:`Seen`: its leader, the broker's ISR membership
-    and directory of it). A store reads these three off its columns without building a registration."""
-
-    pairs: Sequence[tuple[PartitionKey, int]]
-    #: Each pair's :data:`Seen` (None: the partition is gone).
-    seen: Sequence[Seen]
-
-    @classmethod
-    def of_registrations(cls, pairs: Sequence[tuple[PartitionKey, int]],
-                         states: Mapping[PartitionKey, PartitionRegistration]) -> FollowedStates:
-        """The states read off the registrations themselves (``states``: those of the partitions that exist), by
-        :func:`seen_by`: what a store's must equal."""
-        return cls(pairs=list(pairs), seen=[seen_by(states.get(pk), b) for pk, b in pairs])
-
-    def by_pair(self) -> dict[tuple[PartitionKey, int], Seen]:
-        return dict(zip(self.pairs, self.seen, strict=True))
-
-
 class SparseIncidentTracker(IncidentTracker):
     """The :class:`IncidentTracker`'s incidents without replaying every batch: the same rules (its own methods),
     run only at the batches where they can change something, on images that hold the brokers alone; what those
-    rules read of the partitions there comes as columns from a :class:`PartitionHistory`.
+    rules read of the partitions comes as columns from a :class:`PartitionHistory`.
 
     Why that is enough: an incident starts or ends only in a batch that changes a broker's registration (the broker
     records are replayed, a few hundred in a log of millions); it reads the broker's hosted partitions as they were
@@ -1219,14 +1232,22 @@ class SparseIncidentTracker(IncidentTracker):
     directory the broker no longer lists (a failed disk's) — an unchanged partition in an online directory can
     neither have lost anything in the batch nor be on the failed disk. Those are read as columns
     (``hosted_change``), and the rules that pick an incident's partitions run over the columns
-    (:class:`HostedChange`), so a broker change builds no registration; nor does a follow-up, which reads of a
-    followed partition only its leader, ISR membership and directory as each following broker sees it
-    (:class:`FollowedStates`, the tracker's :meth:`_seen`). A followed partition can only recover,
-    move or go at a batch that changes its state into one that shows what a follow-up still awaits of it
-    (:class:`Awaited`, ``next_awaited``; a follow-up at any other batch records nothing) — a state that held already
-    would have been seen at the previous look — except where it already held when the incident started: then the
-    tracker sees it at the next batch with any record on the partition (``next_touches``), or at its deletion if
-    that comes first. Halves the looks at 200 k partitions: 537 k for the 959 k every state change gave.
+    (:class:`HostedChange`), so a broker change builds no registration.
+
+    Nor is a followed partition looked at batch by batch. What a follow-up (:meth:`IncidentTracker._follow_up`)
+    records is each thing it learns the first time it sees it — a leader, the broker back in the ISR, the replica
+    moved, the partition gone — until the pair is settled or a later incident of the broker takes it over, and a
+    follow-up sees the state after a batch that touches the partition, which is a batch that changes it but for a
+    state that held already when the incident started (a replica moved in the failure's own batch): that one is
+    seen at the next record on the partition (``next_touches``), or its deletion. So :meth:`_follow_through` asks
+    the store once per incident, when it opens, where each pair first shows each of those things
+    (``first_seen``), and :meth:`_stop` decides in closed form where the follow-up stopped: at the first of the
+    deletion, the move (off the failed disk counts only while the failure is open), the recoveries it lost once the
+    incident ended, and a later incident of the broker opening on the partition after this one ended. A directory
+    failure ends evacuated at the batch where the last of its partitions moved or went, if that comes before the
+    disk returns: it is known when the failure opens, and closed at that batch, in the order of the batch's other
+    closes.
+
     The offline replicas and leaderless partitions, which the tracker counts for its series, are not kept here
     (:func:`jbod_model.report_rows.offline_series` counts them from stored intervals): :meth:`run` gives the
     number of open directory failures after each batch instead.
@@ -1236,12 +1257,24 @@ class SparseIncidentTracker(IncidentTracker):
                  max_series_points: int = 10_000) -> None:
         self._sparse = False
         self._changes: dict[int, HostedChange] = {}
-        self._seen_after: dict[tuple[PartitionKey, int], Seen] = {}
+        # Every incident by broker, in the order they opened: a new one takes over the partitions the broker's
+        # ended incidents still follow.
+        self._by_broker: dict[int, list[_Incident]] = {}
+        # The batch end each closed incident ended at (a follow-up in that batch still sees it open).
+        self._closed_at: dict[int, int] = {}
+        # Of a closed incident, a batch end by which each of its follow-ups has stopped (:meth:`_watched_until`).
+        self._watched: dict[int, int] = {}
+        # The directory failures due to end evacuated, by batch index (:meth:`_follow_through`).
+        self._evacuated: dict[int, list[_Incident]] = {}
+        self._batch = -1
+        self._batch_end = -1
         super().__init__(image, max_closed_incidents=max_closed_incidents, max_series_points=max_series_points)
         # The base image's incidents are found by the tracker's own seeding (it indexes the whole image once); the
-        # index of hosted partitions it built is not read again (a broker change reads ``hosted_change``).
+        # index of hosted partitions it built is not read again (a broker change reads ``hosted_change``), nor the
+        # follow-ups it registered (:meth:`run` follows those incidents through from the start).
         self._sparse = True
         self._hosted.clear()
+        self._watch.clear()
 
     def _index(self, image: MetadataImage, pk: PartitionKey, old: PartitionRegistration | None,
                new: PartitionRegistration | None, at: LogPosition) -> None:
@@ -1255,13 +1288,6 @@ class SparseIncidentTracker(IncidentTracker):
     def _add_point(self, at: LogPosition) -> None:
         if not self._sparse:
             super()._add_point(at)
-
-    def _seen(self, pk: PartitionKey, part: PartitionRegistration | None, b: int) -> Seen:
-        # The followed partitions' states from the columns of :meth:`PartitionHistory.followed` (set by :meth:`run`
-        # for the batch, every followed partition with each broker following it), not from registrations.
-        if not self._sparse:
-            return super()._seen(pk, part, b)
-        return self._seen_after[(pk, b)]
 
     # A broker change's incidents from the columns of :meth:`PartitionHistory.hosted_change` (``_changes``, set by
     # :meth:`run` for the batch), not from registrations in the images: the same rules, one column at a time.
@@ -1285,6 +1311,130 @@ class SparseIncidentTracker(IncidentTracker):
                              trigger=trigger, started=at, replicas_offline=change.hosted,
                              partitions=change.broker_offline()))
 
+    # The follow-ups in closed form: no partition is watched batch by batch.
+
+    def _watch_partitions(self, incident: _Incident) -> None:
+        b = incident.broker_id
+        if not self._sparse:
+            super()._watch_partitions(incident)
+        else:
+            # The reference's take-over (a partition an ended incident of the broker still follows is followed by
+            # this one now): the earlier follow-up stops at this batch, whose own follow-ups came first.
+            at = self._batch_end
+            for earlier in self._by_broker.get(b, ()):
+                if earlier.ended is None or earlier.id not in self._incidents or self._watched_until(earlier) <= at:
+                    continue
+                small, large = sorted((earlier.partitions, incident.partitions), key=len)
+                for pk in small:
+                    if pk in large:
+                        a = earlier.partitions[pk]
+                        a.cut = min(a.cut, at)
+        self._by_broker.setdefault(b, []).append(incident)
+
+    def _unwatch_settled(self, incident: _Incident) -> None:
+        if not self._sparse:
+            super()._unwatch_settled(incident)
+            return
+        self._closed_at[incident.id] = self._batch_end
+
+    def _unwatch(self, pk: PartitionKey, incident: _Incident) -> None:
+        if not self._sparse:
+            super()._unwatch(pk, incident)
+
+    def _follow_ups(self, after: MetadataImage, keys: Iterable[PartitionKey], at: LogPosition) -> None:
+        if not self._sparse:
+            super()._follow_ups(after, keys, at)
+            return
+        # The directory failures whose last partition moved off the disk or went in this batch, if still open.
+        for incident in self._evacuated.pop(self._batch, ()):
+            if incident.ended is None and incident.id in self._incidents:
+                self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
+
+    def _stop(self, incident: _Incident, a: _Affected) -> tuple[int, int]:
+        """The batch end at which the follow-up of ``a`` stopped (:data:`NEVER`: it had not by the last batch),
+        and the one at which it first saw the replica moved (:func:`_moved`: off the failed disk while a directory
+        failure is open, or out of the replica set)."""
+        ended = self._closed_at.get(incident.id, NEVER)
+        moved = a.first_out
+        if incident.kind is IncidentKind.DIRECTORY_FAILURE and a.first_off_disk <= ended:
+            moved = min(moved, a.first_off_disk)
+        recovered = max(a.first_leader if a.leaderless else -1, a.first_in_isr if a.lost_isr else -1, ended)
+        return min(a.first_gone, moved, recovered, a.cut), moved
+
+    def _watched_until(self, incident: _Incident) -> int:
+        """A batch end by which every follow-up of a closed incident has stopped: where the last one did when it
+        closed (a later take-over only stops them sooner)."""
+        until = self._watched.get(incident.id)
+        if until is None:
+            until = max((self._stop(incident, a)[0] for a in incident.partitions.values()), default=-1)
+            self._watched[incident.id] = until
+        return until
+
+    def _follow_through(self, incidents: Sequence[_Incident], after: int, ends: Sequence[int],
+                        partitions: PartitionHistory, fresh: Mapping[int, set[PartitionKey]],
+                        pending: list[int]) -> None:
+        """Where each partition the ``incidents`` (opened in the batch that ends at ``after``) hit first shows each
+        thing a follow-up learns (:class:`FirstSeen`, onto its ``_Affected``), and the batch at which each directory
+        failure will have been evacuated if its disk does not return first (pushed onto ``pending``). ``fresh``:
+        by incident id, the partitions whose replica the incident found moved already — a follow-up first sees
+        them at the next record on the partition or its deletion, and from there on."""
+        hit = [(incident, pk, a) for incident in incidents for pk, a in incident.partitions.items()]
+        if not hit:
+            return
+        asks = FollowAsks([pk for _, pk, _ in hit], [i.broker_id for i, _, _ in hit],
+                          [_failed_disk(i) for i, _, _ in hit], [after] * len(hit))
+        self._first_seen(hit, partitions.first_seen(asks, ends))
+        moved = [(incident, pk, a) for incident, pk, a in hit if pk in fresh.get(incident.id, ())]
+        if moved:
+            touches = partitions.next_touches({pk for _, pk, _ in moved}, after)
+            looked: list[tuple[_Incident, PartitionKey, _Affected]] = []
+            froms: list[int] = []
+            for incident, pk, a in moved:
+                k = len(ends) if (touch := touches.get(pk)) is None else bisect.bisect_left(ends, touch)
+                first = min(a.first_gone, ends[k] if k < len(ends) else NEVER)
+                if first == NEVER:
+                    a.first_leader = a.first_in_isr = a.first_out = a.first_off_disk = NEVER
+                else:
+                    looked.append((incident, pk, a))
+                    froms.append(ends[bisect.bisect_left(ends, first) - 1])
+            if looked:
+                self._first_seen(looked, partitions.first_seen(FollowAsks(
+                    [pk for _, pk, _ in looked], [i.broker_id for i, _, _ in looked],
+                    [_failed_disk(i) for i, _, _ in looked], froms), ends))
+        for incident in incidents:
+            if incident.kind is not IncidentKind.DIRECTORY_FAILURE or not incident.partitions:
+                continue
+            gone = max(min(a.first_gone, a.first_out, a.first_off_disk) for a in incident.partitions.values())
+            if gone != NEVER:
+                k = bisect.bisect_left(ends, gone)
+                self._evacuated.setdefault(k, []).append(incident)
+                heapq.heappush(pending, k)
+
+    @staticmethod
+    def _first_seen(hit: Sequence[tuple[_Incident, PartitionKey, _Affected]], seen: FirstSeen) -> None:
+        for (_, _, a), leader, in_isr, out, off_disk, gone in zip(hit, seen.leader, seen.in_isr, seen.out,
+                                                                   seen.off_disk, seen.gone, strict=True):
+            a.first_leader, a.first_in_isr, a.first_out, a.first_off_disk, a.first_gone = (
+                leader, in_isr, out, off_disk, gone)
+            a.cut = NEVER
+
+    def _settle(self, positions: Mapping[int, LogPosition]) -> None:
+        """What each follow-up of the incidents kept recorded, from where it first saw each thing and where it
+        stopped (``positions``: each batch end's :class:`LogPosition`)."""
+        for incident in self._incidents.values():
+            for a in incident.partitions.values():
+                stop, moved = self._stop(incident, a)
+                if stop == NEVER:  # nothing seen is past where it stops; what was never seen stays None
+                    stop -= 1
+                if a.first_gone <= stop:
+                    a.deleted = positions[a.first_gone]
+                if moved <= stop:
+                    a.moved = positions[moved]
+                if a.leaderless and a.first_leader <= stop:
+                    a.leader_restored = positions[a.first_leader]
+                if a.lost_isr and a.first_in_isr <= stop:
+                    a.isr_restored = positions[a.first_in_isr]
+
     def run(self, ends: Sequence[int], first_times: Sequence[int | None],
             broker_entries: Mapping[int, Sequence[LogEntry]], partitions: PartitionHistory) -> list[int]:
         """Observe the batches that end at ``ends`` (each one's last committed offset; ``first_times``: each one's
@@ -1294,18 +1444,10 @@ class SparseIncidentTracker(IncidentTracker):
         batch."""
         start = self._image.last_offset
         cluster = MetadataImage(features=self._image.features, cluster=self._image.cluster, last_offset=start)
-        due: dict[int, set[PartitionKey]] = {}
         pending = list(broker_entries)
         heapq.heapify(pending)
-
-        def schedule(found: Iterable[tuple[PartitionKey, int]]) -> None:
-            for pk, offset in found:
-                k = bisect.bisect_left(ends, offset)
-                if k < len(ends):
-                    due.setdefault(k, set()).add(pk)
-                    heapq.heappush(pending, k)
-
-        schedule(self._next_follow_ups(partitions, self._watch, start))
+        # The base image's incidents, followed from its offset.
+        self._follow_through(list(self._incidents.values()), start, ends, partitions, {}, pending)
         open_dirs: list[int] = []
         last_ts = None
         done = -1
@@ -1316,7 +1458,6 @@ class SparseIncidentTracker(IncidentTracker):
             open_dirs.extend([len(self._open_dirs)] * (k - done - 1))
             done = k
             prev, end = ends[k - 1] if k else start, ends[k]
-            touched = {pk for pk in due.pop(k, ()) if pk in self._watch}
             named: dict[int, tuple[int, Trigger]] = {}
             after = cluster
             entries = broker_entries.get(k, ())
@@ -1337,9 +1478,8 @@ class SparseIncidentTracker(IncidentTracker):
                         raise InputError(f"the record at offset {entry.offset} is not a broker record")
                     named[broker] = (entry.offset, _trigger_of(rec))
                 after = delta.apply()
-            # What the batch's rules read, as columns: its broker changes read the changed brokers' hosted
-            # partitions before and after the batch (``hosted_change``); the follow-ups read the followed partitions
-            # after it, as each broker following one sees it (``followed``).
+            # What the batch's broker changes read, as columns: the changed brokers' hosted partitions before and
+            # after the batch (``hosted_change``).
             self._changes = {}
             for b in sorted(named):
                 reg = after.cluster.brokers.get(b)
@@ -1347,41 +1487,18 @@ class SparseIncidentTracker(IncidentTracker):
                     continue
                 self._changes[b] = partitions.hosted_change(
                     b, prev, end, frozenset(reg.directories) if reg is not None else None)
-            # Every followed partition with the broker of each incident following it (a pair twice where two open
-            # incidents of one broker follow it: cheaper read twice than hashed into a set).
-            self._seen_after = partitions.followed(
-                [(pk, i.broker_id) for pk in touched for i, _ in self._watch[pk]], end).by_pair() if touched else {}
             first_new = self._next_id
-            self._observe(_partial(cluster, prev), _partial(after, end), dict.fromkeys(sorted(touched, key=_pk_order),
-                                                                                       end), {}, named,
+            self._batch, self._batch_end = k, end
+            self._observe(_partial(cluster, prev), _partial(after, end), {}, {}, named,
                           LogPosition(end, first_times[k]))
-            self._seen_after = {}
             cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)
             open_dirs.append(len(self._open_dirs))
-            # What to look at next: the partitions followed on after this batch, at their next change, or their
-            # next record where the incident found them already moved.
-            followed = {pk for pk in touched if pk in self._watch}
-            fresh: set[PartitionKey] = set()
-            for i in range(first_new, self._next_id):
-                incident = self._incidents.get(i)
-                if incident is None:
-                    continue
-                moved = set(self._changes[incident.broker_id].moved(incident))
-                for pk in incident.partitions:
-                    if pk in self._watch:
-                        if pk in moved and any(a.moved is None and x is incident for x, a in self._watch[pk]):
-                            fresh.add(pk)
-                        else:
-                            followed.add(pk)
+            opened = [self._incidents[i] for i in range(first_new, self._next_id) if i in self._incidents]
+            fresh = {i.id: set(self._changes[i.broker_id].moved(i)) for i in opened}
             self._changes = {}
-            # A partition is looked at again where a state of it first shows what a follow-up awaits; one moved
-            # already also at its next record or its deletion (a topic's removal names no partition), whichever
-            # comes first: each is a batch where the tracker follows it up.
-            if followed or fresh:
-                schedule(self._next_follow_ups(partitions, followed | fresh, end))
-            if fresh:
-                schedule(partitions.next_touches(fresh, end).items())
+            self._follow_through(opened, end, ends, partitions, fresh, pending)
         open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))
+        self._settle({end: LogPosition(end, ts) for end, ts in zip(ends, first_times, strict=True)})
         for ts in first_times:
             if ts is not None:
                 last_ts = ts
@@ -1391,49 +1508,15 @@ class SparseIncidentTracker(IncidentTracker):
             self._image = MetadataImage(features=cluster.features, cluster=cluster.cluster, last_offset=ends[-1])
         return open_dirs
 
-    def _next_follow_ups(self, partitions: PartitionHistory, keys: Iterable[PartitionKey],
-                         after: int) -> list[tuple[PartitionKey, int]]:
-        """Where to follow each of ``keys`` up next: for each incident following it that is asked, the first offset
-        after ``after`` at which a state of it may show what that incident awaits (none where none can) — each of
-        them, not only the first: the follow-up of one incident there does not ask again for the others. What a
-        follow-up (:meth:`_follow_up`) can still learn for an incident: a leader where the partition lost it, the
-        broker in the ISR where it lost that, and a move — off the failed directory while a directory failure is open
-        (:func:`_moved`), else out of the replica set; nothing else changes what it records.
 
-        Only the follow-ups not asked yet, or whose answer has come (``next_look`` by ``after``), are asked: what a
-        follow-up awaits only ever narrows (a recovery seen, its incident over), so an answer still ahead stays a
-        batch by which nothing it awaits can show, and the partition is already due then."""
-        asked: list[_Affected] = []
-        pks: list[PartitionKey] = []
-        brokers: list[int] = []
-        leaders: list[bool] = []
-        in_isr: list[bool] = []
-        directories: list[Uuid | None] = []
-        for pk in keys:
-            for incident, a in self._watch[pk]:
-                if a.next_look > after:
-                    continue
-                asked.append(a)
-                pks.append(pk)
-                brokers.append(incident.broker_id)
-                leaders.append(a.leaderless and a.leader_restored is None)
-                in_isr.append(a.lost_isr and a.isr_restored is None)
-                directories.append(_open_failure(incident))
-        out: list[tuple[PartitionKey, int]] = []
-        if not asked:
-            return out
-        answers = partitions.next_awaited(Awaited(pks, brokers, leaders, in_isr, directories), after)
-        for a, pk, offset in zip(asked, pks, answers, strict=True):
-            if offset is None:
-                a.next_look = _NEVER
-            else:
-                a.next_look = offset
-                out.append((pk, offset))
-        return out
+#: A batch end no batch reaches: :class:`FirstSeen`'s "never", and a follow-up that has not stopped.
+NEVER: Final = 2 ** 63 - 1
 
 
-#: :attr:`_Affected.next_look` of a follow-up no state will show anything to.
-_NEVER: Final = 2 ** 63 - 1
+def _failed_disk(incident: _Incident) -> Uuid | None:
+    """The disk whose failure the incident is (None: a broker gone offline): a follow-up sees a replica in any other
+    directory of the broker as moved off it while the failure is open."""
+    return incident.directory if incident.kind is IncidentKind.DIRECTORY_FAILURE else None
 
 
 def _partial(image: MetadataImage, offset: int) -> MetadataImage:

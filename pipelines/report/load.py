@@ -48,16 +48,16 @@ from jbod_model.records.metadata import (
     UnregisterBrokerRecord,
 )
 from jbod_model.report import (
-    Awaited,
+    NEVER,
     DirectoryPaths,
-    FollowedStates,
+    FirstSeen,
+    FollowAsks,
     HostedChange,
     LogPosition,
     PartitionKey,
     ReplicaKey,
     ReportHistory,
     ReportTracker,
-    Seen,
     SparseIncidentTracker,
     run_and_track,
 )
@@ -282,9 +282,8 @@ class TablePartitions:
         directories, texts = _encoded_lists(versions.column("directories"))
         self._directory_ids = [Uuid.from_string(d) for d in texts]
         self._directory_index = {d: i for i, d in enumerate(self._directory_ids)}
-        # Every column as plain arrays (a list column as its values and each row's first index): a follow-up reads
-        # a few items of them (:meth:`followed`), where an Arrow ``take`` and ``to_pylist`` of the rows cost a
-        # millisecond a call and tens of microseconds a row.
+        # Every column as plain arrays (a list column as its values and each row's first index), read through numpy
+        # views (:meth:`_numpy`) by the rows the rules ask for.
         self._names = _ints(names, "i")
         self._leader = _ints(versions.column("leader"), "q")
         self._lists = tuple(_flat(directories if c == "directories" else versions.column(c)) for c in self._LISTS)
@@ -306,35 +305,8 @@ class TablePartitions:
         self._np_names: Any = None
         self._np_base = 0
         self._np_lists: list[tuple[Any, Any]] = []
-
-    def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
-        # The row of each partition's version at ``offset``, if it existed then, and three items of it. Inline, not
-        # a method per pair: the follow-ups read hundreds of thousands at 200 k partitions, a few per batch, too few
-        # for numpy's per-call cost.
-        index, firsts, starts, ends, right = self._index, self._firsts, self._starts, self._ends, bisect.bisect_right
-        (rv, ro), (dv, do), (iv, io) = self._lists
-        leader, uuid_of = self._leader, self._directory_ids
-        seen: list[Seen] = []
-        for pk, b in pairs:
-            k = index.get(pk)
-            if k is None:
-                seen.append(None)
-                continue
-            lo = firsts[k]
-            i = right(starts, offset, lo, firsts[k + 1]) - 1
-            if i < lo or ends[i] <= offset:
-                seen.append(None)
-                continue
-            j = i + 1
-            replicas = rv[ro[i]:ro[j]]
-            if b not in replicas:
-                seen.append((leader[i], b in iv[io[i]:io[j]], None))
-                continue
-            if do[j] - do[i] != len(replicas):
-                raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories "
-                                 "do not match its replicas")
-            seen.append((leader[i], b in iv[io[i]:io[j]], uuid_of[dv[do[i] + replicas.index(b)]]))
-        return FollowedStates(pairs=pairs, seen=seen)
+        # The batch ends :meth:`first_seen` was last asked with, as numpy, and each version's (:meth:`_batch_view`).
+        self._batches: tuple[Sequence[int], Any, Any] | None = None
 
     def hosted_change(self, broker_id: int, before: int, after: int,
                       online: frozenset[Uuid] | None) -> HostedChange:
@@ -380,7 +352,7 @@ class TablePartitions:
         return self._replica_partitions[lo:hi][live], self._replica_directories[lo:hi][live]
 
     def _rows_at(self, partitions: Any, offset: int) -> Any:
-        """The row of each partition's version at ``offset`` (-1: none then), as :meth:`followed` finds one."""
+        """The row of each partition's version at ``offset`` (-1: none then)."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         self._numpy()
@@ -489,58 +461,78 @@ class TablePartitions:
         del replicas, names, index, dirs, brokers, order
         _release_arrow()
 
-    def next_awaited(self, asks: Awaited, after: int) -> list[int | None]:
-        # Every version of each pair's partition after ``after``, at once (a few per partition): the first that
-        # lists what the pair awaits (a leader; the broker in the ISR; the broker outside the replicas, or beside
-        # another directory than the pair's) gives its start, one that ends where no other starts (the partition
-        # gone) its end. A version is one applied offset's state, so the first that does starts in the first batch
-        # that can show it. The version at ``after`` ending so is the partition's end too.
+    def first_seen(self, asks: FollowAsks, ends: Sequence[int]) -> FirstSeen:
+        # Every version of each pair's partition that is the state after some batch, at once (a few per partition):
+        # the one at the pair's ``after`` if it is still the state at the next batch end, and each later one that
+        # is still the state at the end of the batch it starts in. The first that shows a thing is where a
+        # follow-up first sees it (the rows come in start order); the partition is gone at the end of the batch
+        # its last version ends in.
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         n = len(asks)
         self._numpy()
-        if not n or not len(self._np_starts):  # no partition has a version: none will show anything
-            return [None] * n
+        if not n or not len(self._np_starts) or not len(ends):  # no version, or no batch: nothing is ever seen
+            return FirstSeen(*([NEVER] * n for _ in range(5)))
+        batch_ends, seen_at = self._batch_view(ends)
         index, directory_index = self._index, self._directory_index
         keys = np.array([index.get(pk, -1) for pk in asks.partitions], np.int64)
         brokers = np.array(asks.broker_ids, np.int64)
-        leader_awaited = np.array(asks.leaders, bool)
-        isr_awaited = np.array(asks.in_isr, bool)
         # The pair's directory as an index into the directory ids: -1 none named, -2 one no version names.
         away_from = np.array([-1 if d is None else directory_index.get(d, -2) for d in asks.directories], np.int64)
+        afters = np.array(asks.afters, np.int64)
         known = keys >= 0
         safe_keys = np.maximum(keys, 0)
-        lo, hi = self._np_firsts[safe_keys], np.where(known, self._np_firsts[safe_keys + 1], 0)
-        starts, ends = self._np_starts, self._np_ends
-        # Each partition's first version that starts after ``after``.
-        first = np.where(known, np.searchsorted(self._np_keyed, (safe_keys << _START_BITS) + self._start_key(after),
-                                                "right"), 0)
-        found = np.full(n, -1, np.int64)
-        # The version at ``after``, the partition's last: it ends then.
-        current = np.maximum(first - 1, 0)
-        ended = ends[current]
-        last = known & (first > lo) & (ended > after) & (ended != _OPEN)
-        last &= (first >= hi) | (starts[np.minimum(first, len(starts) - 1)] != ended)
-        found[last] = ended[last]
-        counts = np.where(last | ~known, 0, np.maximum(hi - first, 0))
+        version_ends = self._np_ends
+        hi = np.where(known, self._np_firsts[safe_keys + 1], 0)
+        start_keys = np.clip(afters - self._np_base, -1, (1 << _START_BITS) - 1)
+        later = np.where(known, np.searchsorted(self._np_keyed, (safe_keys << _START_BITS) + start_keys, "right"), 0)
+        # The version at ``after``, and the first batch end after it, where that version is seen if it lasts.
+        current = np.maximum(later - 1, 0)
+        live = known & (later > self._np_firsts[safe_keys]) & (version_ends[current] > afters)
+        following = np.searchsorted(batch_ends, afters, "right")
+        next_end = np.where(following < len(batch_ends), batch_ends[np.minimum(following, len(batch_ends) - 1)],
+                            _OPEN)
+        current_seen = np.where(live & (version_ends[current] > next_end), next_end, _OPEN)
+        # The partition's end: its last version's (an open one never ends), seen at the end of that batch.
+        last = np.maximum(hi - 1, 0)
+        deleted = version_ends[last]
+        at = np.searchsorted(batch_ends, deleted, "left")
+        gone = np.where(live & (deleted != _OPEN) & (at < len(batch_ends)),
+                        batch_ends[np.minimum(at, len(batch_ends) - 1)], _OPEN)
+        counts = live.astype(np.int64) + np.where(known, np.maximum(hi - later, 0), 0)
+        columns = [np.full(n, NEVER, np.int64) for _ in range(4)]
         total = int(counts.sum())
         if total:
+            asked = np.flatnonzero(counts)
+            heads = np.cumsum(counts) - counts
             ask = np.repeat(np.arange(n), counts)
-            rows = first[ask] + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+            # Each ask's rows: its current version (where live), then the later ones.
+            step = np.arange(total) - heads[ask]
+            rows = np.where(live[ask], current[ask] + step, later[ask] + step)
+            when = np.where(live[ask] & (step == 0), current_seen[ask], seen_at[rows])
             b = brokers[ask]
             in_isr, _ = self._holding(b, 2, rows)
             directory = self._directory_of(b, rows)
-            shown = (directory < 0) | ((away_from[ask] != -1) & (directory != away_from[ask]))
-            shown |= leader_awaited[ask] & (self._np_leader[rows] != NO_LEADER)
-            shown |= isr_awaited[ask] & in_isr
-            following = np.minimum(rows + 1, len(starts) - 1)
-            gone = (ends[rows] != _OPEN) & ((rows + 1 >= hi[ask]) | (starts[following] != ends[rows]))
-            hit = np.flatnonzero(shown | gone)
-            if len(hit):
-                asked, at = np.unique(ask[hit], return_index=True)
-                row = rows[hit[at]]
-                found[asked] = np.where(shown[hit[at]], starts[row], ends[row])
-        return [None if f < 0 else f for f in found.tolist()]
+            away = away_from[ask]
+            for column, shown in zip(columns, (self._np_leader[rows] != NO_LEADER, in_isr, directory < 0,
+                                               (directory >= 0) & (away != -1) & (directory != away)), strict=True):
+                column[asked] = np.minimum.reduceat(np.where(shown, when, _OPEN), heads[asked])
+        leader, in_isr, out, off_disk = (c.tolist() for c in columns)
+        return FirstSeen(leader=leader, in_isr=in_isr, out=out, off_disk=off_disk, gone=gone.tolist())
+
+    def _batch_view(self, ends: Sequence[int]) -> tuple[Any, Any]:
+        """The batch ends as a numpy array, and for each version the batch end at which it is the state: the end of
+        the batch it starts in, if it lasts past it (:data:`_OPEN`: none, replaced inside its batch or starting
+        after the last). Made once per ``ends``."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        if self._batches is None or self._batches[0] is not ends:
+            batch_ends = np.asarray(ends, np.int64)
+            at = np.searchsorted(batch_ends, self._np_starts, "left")
+            end = batch_ends[np.minimum(at, len(batch_ends) - 1)]
+            seen = (at < len(batch_ends)) & (self._np_ends > end)
+            self._batches = (ends, batch_ends, np.where(seen, end, _OPEN))
+        return self._batches[1], self._batches[2]
 
     def next_touches(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
@@ -582,8 +574,9 @@ def _release_arrow() -> None:
     pa.default_memory_pool().release_unused()
 
 
-#: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset.
-_OPEN = 2 ** 63 - 1
+#: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset, as :data:`NEVER` (what
+#: :meth:`TablePartitions.first_seen` gives where nothing is seen) is — an open end is never seen ending.
+_OPEN = NEVER
 #: How many low bits of :meth:`TablePartitions._rows_at`'s sorted key hold a version's start (from the first
 #: start): offsets up to 2^40, partitions up to 2^23.
 _START_BITS = 40

@@ -7,13 +7,12 @@ moved away or lost, the ISR shrunk, a replica moved to another disk or off the b
 partitions up (changes, records that change nothing but the epoch, unfencing). The sparse tracker reads the states
 from the images themselves (:class:`_Images`, a :class:`~jbod_model.report.PartitionHistory` whose columns are read
 off the registrations by :meth:`HostedChange.of_registrations` and, for the follow-ups,
-:meth:`FollowedStates.of_registrations`); ``tests/pipelines/report/test_sparse_incidents.py`` checks that the tables'
+:meth:`FirstSeen.of_states`); ``tests/pipelines/report/test_sparse_incidents.py`` checks that the tables'
 columns equal those."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -39,13 +38,12 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.replay import replay_entries
 from jbod_model.report import (
-    Awaited,
-    FollowedStates,
+    FirstSeen,
+    FollowAsks,
     HostedChange,
     IncidentTracker,
     PartitionKey,
     SparseIncidentTracker,
-    seen_by,
 )
 from jbod_model.uuid import Uuid
 
@@ -175,24 +173,9 @@ class _Images:
                 image = later
         return {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
 
-    def followed(self, pairs: Sequence[tuple[PartitionKey, int]], offset: int) -> FollowedStates:
-        return FollowedStates.of_registrations(pairs, {pk: part for pk, (_, part) in self._at(offset).items()})
-
-    def next_awaited(self, asks: Awaited, after: int) -> list[int | None]:
-        # The first batch that changes the partition (anything but the epochs: a record that changes nothing else
-        # only touches it) into a state that shows what the pair awaits, or deletes it; exactly that batch, where
-        # the tables may name an earlier one.
-        out: list[int | None] = []
-        for i, (pk, b) in enumerate(zip(asks.partitions, asks.broker_ids, strict=True)):
-            found, then = None, _placement_of(self._at(after), pk)
-            for end in (e for e in self._ends if e > after):
-                now = _placement_of(self._at(end), pk)
-                if now != then and (now is None or asks.shown_by(i, seen_by(now, b))):
-                    found = end
-                    break
-                then = now
-            out.append(found)
-        return out
+    def first_seen(self, asks: FollowAsks, ends: Sequence[int]) -> FirstSeen:
+        # Exactly the states after each batch (the tables' versions inside a batch are never seen).
+        return FirstSeen.of_states(asks, ends, lambda pk, offset: _state(self._at(offset), pk))
 
     def next_touches(self, keys: Iterable[PartitionKey], after: int) -> dict[PartitionKey, int]:
         out: dict[PartitionKey, int] = {}
@@ -213,10 +196,10 @@ class _Images:
         return HostedChange.of_registrations(broker_id, len(hosted), hit, now)
 
 
-def _placement_of(states: dict[PartitionKey, tuple[str, PartitionRegistration]],
-                  pk: PartitionKey) -> PartitionRegistration | None:
+def _state(states: dict[PartitionKey, tuple[str, PartitionRegistration]],
+           pk: PartitionKey) -> PartitionRegistration | None:
     state = states.get(pk)
-    return None if state is None else replace(state[1], leader_epoch=0, partition_epoch=0)
+    return None if state is None else state[1]
 
 
 def _split(entries: Sequence[LogEntry]) -> list[list[LogEntry]]:
@@ -275,11 +258,44 @@ TWO_INCIDENTS_ONE_PARTITION = batches(
     (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, directories=(DIRS[1][1], DIRS[2][0]))]))
 
 
+#: Broker 1's disk fails under t0-0, which loses broker 1 from its ISR (10); the disk returns (20), the ISR not yet
+#: restored, so the partition is still followed; the same disk fails again (30), and the new incident takes the
+#: partition over from the ended one; the ISR is restored (40). Only the new incident could record that, and it had
+#: nothing to await: the ended one's follow-up stopped at 30.
+TAKEN_OVER = batches(
+    (0, [FeatureLevelRecord(name="metadata.version", feature_level=21), register(1, 1, DIRS[1]),
+         register(2, 1, DIRS[2]), TopicRecord(name="t0", topic_id=TOPICS[0]),
+         PartitionRecord(version=2, topic_id=TOPICS[0], partition_id=0, replicas=(1, 2), isr=(1, 2), leader=2,
+                         directories=(DIRS[1][0], DIRS[2][0]))]),
+    (10, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2,)),
+          BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
+    (20, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=DIRS[1])]),
+    (30, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
+    (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2, 1))]))
+
+
+#: Broker 1's disk fails under t0-0 and its ISR loses broker 1 (10); the disk returns (20) with the ISR not yet
+#: restored; the replica then moves to broker 1's other disk (30) — not a move off a failed disk any more, since the
+#: failure is over — and the ISR is restored (40).
+MOVED_AFTER_THE_DISK_RETURNED = batches(
+    (0, [FeatureLevelRecord(name="metadata.version", feature_level=21), register(1, 1, DIRS[1]),
+         register(2, 1, DIRS[2]), TopicRecord(name="t0", topic_id=TOPICS[0]),
+         PartitionRecord(version=2, topic_id=TOPICS[0], partition_id=0, replicas=(1, 2), isr=(1, 2), leader=2,
+                         directories=(DIRS[1][0], DIRS[2][0]))]),
+    (10, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2,)),
+          BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
+    (20, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=DIRS[1])]),
+    (30, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, directories=(DIRS[1][1], DIRS[2][0]))]),
+    (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2, 1))]))
+
+
 @settings(SETTINGS, max_examples=600)
 @given(log=logs(), max_closed=st.sampled_from([None, 1]))
 @example(log=MOVED_THEN_DELETED, max_closed=None)
 @example(log=CLOSED_IN_ONE_BATCH, max_closed=1)
 @example(log=TWO_INCIDENTS_ONE_PARTITION, max_closed=None)
+@example(log=TAKEN_OVER, max_closed=None)
+@example(log=MOVED_AFTER_THE_DISK_RETURNED, max_closed=None)
 def test_the_incidents_decided_over_columns_are_the_trackers(log: list[LogEntry], max_closed: int | None) -> None:
     """Every incident, with the partitions it hit, what each lost and what became of it, equal — whatever broker
     records and partition changes the batches hold, with closed incidents kept or forgotten at once."""

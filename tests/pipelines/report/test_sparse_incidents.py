@@ -26,14 +26,13 @@ from jbod_model.records.metadata import (
     UnfenceBrokerRecord,
 )
 from jbod_model.report import (
-    Awaited,
-    FollowedStates,
+    FirstSeen,
+    FollowAsks,
     HostedChange,
     IncidentKind,
     ReportHistory,
     ReportTracker,
     Resolution,
-    seen_by,
 )
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import metadata_image
@@ -122,8 +121,8 @@ def test_a_partition_two_incidents_follow_is_looked_at_for_each(tmp_path: Path) 
 
 
 def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path) -> None:
-    """What :class:`TablePartitions` gives the sparse tracker (the followed partitions' states, where they next show
-    what a follow-up awaits, and each broker's hosted replicas, as columns) is what the tables' image at each offset
+    """What :class:`TablePartitions` gives the sparse tracker (where the followed partitions first show what a
+    follow-up learns, and each broker's hosted replicas, as columns) is what the tables' image at each offset
     gives."""
     failure = (60, [
         PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
@@ -149,22 +148,16 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
     for offset in range(last + 1):
         image = metadata_image(tmp_path, "c", offset)
         images[offset] = {(t.id, p): (t.name, part) for t, p, part in image.topics.partitions()}
-        assert partitions.followed(pairs, offset) == FollowedStates.of_registrations(
-            pairs, {pk: part for pk, (_, part) in images[offset].items()})
-    # Where a followed partition can next show what a follow-up awaits (``next_awaited``): the first offset whose
-    # record changes it into a state that shows it (``Awaited.shown_by``), or deletes it — for every pair, with
-    # every combination of what is awaited, from every offset.
-    asks = [(pair, leader, in_isr, directory) for pair in pairs for leader in (False, True) for in_isr in (False, True)
-            for directory in (None, A1, A2, B1)]
-    awaited = Awaited([pk for (pk, _), *_ in asks], [b for (_, b), *_ in asks], [a[1] for a in asks],
-                      [a[2] for a in asks], [a[3] for a in asks])
-    for after in range(last + 1):
-        want: list[int | None] = []
-        for i, ((pk, b), *_) in enumerate(asks):
-            shown = (o for o in range(after + 1, last + 1) if images[o].get(pk) != images[o - 1].get(pk) and (
-                pk not in images[o] or awaited.shown_by(i, seen_by(images[o][pk][1], b))))
-            want.append(next(shown, None))
-        assert partitions.next_awaited(awaited, after) == want, after
+    # Where a follow-up first sees each thing (``first_seen``): the state after each batch, as the image at its end
+    # gives it — for every pair, with every failed directory, from every offset, with the batches ending at every
+    # offset and at every third (a state replaced inside a batch is never seen).
+    asks = [(pk, b, directory) for (pk, b) in pairs for directory in (None, A1, A2, B1)]
+    for ends in (list(range(last + 1)), list(range(2, last + 1, 3))):
+        for after in range(last + 1):
+            wanted = FollowAsks([pk for pk, _, _ in asks], [b for _, b, _ in asks], [d for _, _, d in asks],
+                                [after] * len(asks))
+            assert partitions.first_seen(wanted, ends) == FirstSeen.of_states(
+                wanted, ends, lambda pk, offset: None if pk not in images[offset] else images[offset][pk][1]), after
     # What a broker change reads as columns (``hosted_change``) is what the registrations give, between any two
     # offsets, with the broker's directories after it or without (unregistered): the broker's partitions that
     # changed in between or sit in a directory not listed.
