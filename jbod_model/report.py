@@ -1241,7 +1241,7 @@ class SparseIncidentTracker(IncidentTracker):
     state that held already when the incident started (a replica moved in the failure's own batch): that one is
     seen at the next record on the partition (``next_touches``), or its deletion. So :meth:`_follow_through` asks
     the store once per incident, when it opens, where each pair first shows each of those things
-    (``first_seen``), and :meth:`_stop` decides in closed form where the follow-up stopped: at the first of the
+    (``first_seen``), and :meth:`_stops` decides in closed form where the follow-up stopped: at the first of the
     deletion, the move (off the failed disk counts only while the failure is open), the recoveries it lost once the
     incident ended, and a later incident of the broker opening on the partition after this one ended. A directory
     failure ends evacuated at the batch where the last of its partitions moved or went, if that comes before the
@@ -1350,23 +1350,25 @@ class SparseIncidentTracker(IncidentTracker):
             if incident.ended is None and incident.id in self._incidents:
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
 
-    def _stop(self, incident: _Incident, a: _Affected) -> tuple[int, int]:
-        """The batch end at which the follow-up of ``a`` stopped (:data:`NEVER`: it had not by the last batch),
-        and the one at which it first saw the replica moved (:func:`_moved`: off the failed disk while a directory
-        failure is open, or out of the replica set)."""
+    def _stops(self, incident: _Incident) -> Iterable[tuple[_Affected, int, int]]:
+        """Each partition the incident hit, the batch end at which its follow-up stopped (:data:`NEVER`: it had not
+        by the last batch), and the one at which it first saw the replica moved (:func:`_moved`: off the failed disk
+        while a directory failure is open, or out of the replica set)."""
         ended = self._closed_at.get(incident.id, NEVER)
-        moved = a.first_out
-        if incident.kind is IncidentKind.DIRECTORY_FAILURE and a.first_off_disk <= ended:
-            moved = min(moved, a.first_off_disk)
-        recovered = max(a.first_leader if a.leaderless else -1, a.first_in_isr if a.lost_isr else -1, ended)
-        return min(a.first_gone, moved, recovered, a.cut), moved
+        off_disk_counts = incident.kind is IncidentKind.DIRECTORY_FAILURE
+        for a in incident.partitions.values():
+            moved = a.first_out
+            if off_disk_counts and a.first_off_disk <= ended and a.first_off_disk < moved:
+                moved = a.first_off_disk
+            recovered = max(a.first_leader if a.leaderless else -1, a.first_in_isr if a.lost_isr else -1, ended)
+            yield a, min(a.first_gone, moved, recovered, a.cut), moved
 
     def _watched_until(self, incident: _Incident) -> int:
         """A batch end by which every follow-up of a closed incident has stopped: where the last one did when it
         closed (a later take-over only stops them sooner)."""
         until = self._watched.get(incident.id)
         if until is None:
-            until = max((self._stop(incident, a)[0] for a in incident.partitions.values()), default=-1)
+            until = max((stop for _, stop, _ in self._stops(incident)), default=-1)
             self._watched[incident.id] = until
         return until
 
@@ -1422,10 +1424,9 @@ class SparseIncidentTracker(IncidentTracker):
         """What each follow-up of the incidents kept recorded, from where it first saw each thing and where it
         stopped (``positions``: each batch end's :class:`LogPosition`)."""
         for incident in self._incidents.values():
-            for a in incident.partitions.values():
-                stop, moved = self._stop(incident, a)
-                if stop == NEVER:  # nothing seen is past where it stops; what was never seen stays None
-                    stop -= 1
+            for a, stopped, moved in self._stops(incident):
+                # Nothing seen is past where a follow-up stops; what was never seen (NEVER) stays None.
+                stop = min(stopped, NEVER - 1)
                 if a.first_gone <= stop:
                     a.deleted = positions[a.first_gone]
                 if moved <= stop:
@@ -1498,7 +1499,7 @@ class SparseIncidentTracker(IncidentTracker):
             self._changes = {}
             self._follow_through(opened, end, ends, partitions, fresh, pending)
         open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))
-        self._settle({end: LogPosition(end, ts) for end, ts in zip(ends, first_times, strict=True)})
+        self._settle(_BatchPositions(ends, first_times))
         for ts in first_times:
             if ts is not None:
                 last_ts = ts
@@ -1511,6 +1512,22 @@ class SparseIncidentTracker(IncidentTracker):
 
 #: A batch end no batch reaches: :class:`FirstSeen`'s "never", and a follow-up that has not stopped.
 NEVER: Final = 2 ** 63 - 1
+
+
+class _BatchPositions(dict[int, LogPosition]):
+    """Each batch end's :class:`LogPosition` (its offset, its first time), made when first asked for: a log has a
+    batch per few records (139 k at 200 k partitions), and the follow-ups recorded name a few of them."""
+
+    def __init__(self, ends: Sequence[int], first_times: Sequence[int | None]) -> None:
+        super().__init__()
+        self._ends, self._first_times = ends, first_times
+
+    def __missing__(self, end: int) -> LogPosition:
+        k = bisect.bisect_left(self._ends, end)
+        if k == len(self._ends) or self._ends[k] != end:
+            raise KeyError(end)
+        self[end] = position = LogPosition(end, self._first_times[k])
+        return position
 
 
 def _failed_disk(incident: _Incident) -> Uuid | None:

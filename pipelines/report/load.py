@@ -307,49 +307,76 @@ class TablePartitions:
         self._np_lists: list[tuple[Any, Any]] = []
         # The batch ends :meth:`first_seen` was last asked with, as numpy, and each version's (:meth:`_batch_view`).
         self._batches: tuple[Sequence[int], Any, Any] | None = None
+        # The versions' rows by their end, and those ends (:meth:`_ending_within`); each broker's directories.
+        self._np_by_end: Any = None
+        self._np_sorted_ends: Any = None
+        self._np_key_index: Any = None
+        self._broker_dirs: dict[int, list[int]] = {}
 
     def hosted_change(self, broker_id: int, before: int, after: int,
                       online: frozenset[Uuid] | None) -> HostedChange:
-        # Numpy over the broker's replica versions and the partitions' columns: the columns of the partitions hit,
-        # without building a registration (the rules over them are HostedChange's).
+        # Numpy over the partitions' columns: the columns of the partitions hit, without building a registration
+        # (the rules over them are HostedChange's). The broker's replica versions are read for what the batch did
+        # not change: how many it hosted, and which sit in a directory no longer listed.
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         b = broker_id
-        partitions, dirs = self._hosted_at(b, before)
-        hosted = len(partitions)
-        rows = self._rows_at(partitions, before)
-        rows_after = self._rows_at(partitions, after)
-        # Hit: changed in the batch (another version, or none, after it) or in a directory no longer listed.
-        hit = rows_after != rows
+        self._numpy()
+        self._read_replicas()
+        lo, hi = self._broker_rows.get(b, (0, 0))
+        live = (self._replica_starts[lo:hi] <= before) & (self._replica_ends[lo:hi] > before)
+        hosted = int(np.count_nonzero(live))
+        # Hit by a change: the broker's partitions whose version at ``before`` ends in the batch (replaced, or the
+        # partition deleted), found among the versions by their end: as many as the batch changed, not as many as
+        # the broker hosts.
+        rows = self._ending_within(before, after)
+        rows = rows[self._holding(b, 0, rows)[0]]
+        # Hit for its directory: the broker's partitions in a directory its registration no longer lists.
         if online is not None:
-            hit |= ~np.isin(dirs, [i for i, d in enumerate(self._replica_dirs) if d in online])
-        hit &= rows >= 0
-        partitions, dirs, rows, rows_after = partitions[hit], dirs[hit], rows[hit], rows_after[hit]
+            dirs = self._replica_directories[lo:hi]
+            gone = [i for i in self._broker_directories(b, dirs) if self._replica_dirs[i] not in online]
+            if gone:
+                stranded = self._rows_at(self._replica_partitions[lo:hi][live & np.isin(dirs, gone)], before)
+                rows = np.union1d(rows, stranded[stranded >= 0])
+        rows = np.sort(rows)  # in the partitions' order, as the registrations list them
+        rows_after = self._rows_at(self._np_key_index[rows], after)
         exists = rows_after >= 0
         later = np.maximum(rows_after, 0)
         leader = self._np_leader
         in_isr, _ = self._holding(b, 2, rows)
         in_isr_after, _ = self._holding(b, 2, later)
-        # The broker's directory of each after the batch: the directory beside it in the registration's lists.
+        # The broker's directory of each before and after the batch: the directory beside it in the lists.
+        directory = self._directory_of(b, rows)
         directory_after = np.full(len(later), -1, np.int64)
         directory_after[exists] = self._directory_of(b, later[exists])
-        unique, names, topic = self._unique, self._topic_names, self._np_names
-        replica_dir, partition_dir = self._replica_dirs, self._directory_ids
+        unique, names, topic, directory_ids = self._unique, self._topic_names, self._np_names, self._directory_ids
         return HostedChange(
-            broker_id=b, hosted=hosted, keys=[unique[k] for k in partitions.tolist()],
-            names=[names[t] for t in topic[rows].tolist()], directories=[replica_dir[d] for d in dirs.tolist()],
+            broker_id=b, hosted=hosted, keys=[unique[k] for k in self._np_key_index[rows].tolist()],
+            names=[names[t] for t in topic[rows].tolist()], directories=[directory_ids[d] for d in directory.tolist()],
             leaders=leader[rows].tolist(), in_isr=in_isr.tolist(), exists_after=exists.tolist(),
             leaders_after=np.where(exists, leader[later], NO_LEADER).tolist(),
             in_isr_after=(exists & in_isr_after).tolist(),
-            directories_after=[None if d < 0 else partition_dir[d] for d in directory_after.tolist()])
+            directories_after=[None if d < 0 else directory_ids[d] for d in directory_after.tolist()])
 
-    def _hosted_at(self, broker_id: int, offset: int) -> tuple[Any, Any]:
-        """The broker's replicas at ``offset``: each one's partition (an index into the partition keys) and
-        directory (an index into the directory ids), as numpy arrays."""
-        self._read_replicas()
-        lo, hi = self._broker_rows.get(broker_id, (0, 0))
-        live = (self._replica_starts[lo:hi] <= offset) & (self._replica_ends[lo:hi] > offset)
-        return self._replica_partitions[lo:hi][live], self._replica_directories[lo:hi][live]
+    def _ending_within(self, before: int, after: int) -> Any:
+        """The rows of the versions that are the state at ``before`` and end by ``after`` (in no order)."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        if self._np_by_end is None:
+            self._np_by_end = np.argsort(self._np_ends, kind="stable")
+            self._np_sorted_ends = self._np_ends[self._np_by_end]
+        first, last = np.searchsorted(self._np_sorted_ends, [before, after], "right")
+        rows = self._np_by_end[first:last]
+        return rows[self._np_starts[rows] <= before]
+
+    def _broker_directories(self, broker_id: int, directories: Any) -> list[int]:
+        """Every directory (an index into the replicas' directory ids) the broker ever held a replica in."""
+        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+        found = self._broker_dirs.get(broker_id)
+        if found is None:
+            found = self._broker_dirs[broker_id] = np.unique(directories).tolist()
+        return found
 
     def _rows_at(self, partitions: Any, offset: int) -> Any:
         """The row of each partition's version at ``offset`` (-1: none then)."""
@@ -376,7 +403,8 @@ class TablePartitions:
         self._np_lists = [(np.frombuffer(v, np.int32), np.frombuffer(f, np.int64)) for v, f in self._lists]
         # The rows are ordered by partition, then start: one sorted key, the partition above the start.
         self._np_base = int(self._np_starts.min()) if len(self._np_starts) else 0
-        self._np_keyed = (np.frombuffer(self._key_index, np.int64) << _START_BITS) + (self._np_starts - self._np_base)
+        self._np_key_index = np.frombuffer(self._key_index, np.int64)
+        self._np_keyed = (self._np_key_index << _START_BITS) + (self._np_starts - self._np_base)
 
     def _start_key(self, offset: int) -> int:
         """``offset`` as the start part of :meth:`_numpy`'s sorted keys, clamped to their range."""
