@@ -161,7 +161,7 @@ def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_inc
     image from the current and history tables (``metadata_image``); the placement clocks, leaderless partitions and
     the offline series' counts from the history tables' intervals (:mod:`jbod_model.report_rows`); the incidents
     by a :class:`~jbod_model.report.SparseIncidentTracker`, which replays only the broker records and reads the
-    partitions it follows from ``partition_history`` and ``replica_assignment_history`` (:class:`TablePartitions`).
+    partitions it follows from ``partition_history`` (:class:`TablePartitions`).
     ``max_closed_incidents`` and ``max_series_points`` bound the history as the tracker's do."""
     from pipelines.lakehouse.tables import log_entries, metadata_image  # noqa: PLC0415 - pyarrow/deltalake
 
@@ -225,8 +225,8 @@ def _broker_entries(tables: Path, cluster: str, observed: Observed) -> dict[int,
 
 class TablePartitions:
     """:class:`~jbod_model.report.PartitionHistory` from the tables: the cluster's ``partition_history`` versions
-    that start by ``upto`` (read once, indexed by partition) and the replicas' versions
-    (``replica_assignment_history``, by broker, read at the first ``hosted_change``).
+    that start by ``upto`` (read once, indexed by partition; each broker's replicas over time are indexed from them
+    at the first ``hosted_change``).
 
     Held compactly, since at 200 k partitions there are over a million versions and millions of replica versions:
     offsets and row numbers in ``array('q')`` (8 bytes each, where a list of ints costs about 40), the repeated
@@ -270,10 +270,6 @@ class TablePartitions:
         # Partition i's rows are firsts[i]:firsts[i + 1].
         self._firsts = _offsets(pa.concat_arrays([heads, pa.array([n], pa.int64())]))
         self._index: dict[PartitionKey, int] = {pk: i for i, pk in enumerate(self._unique)}
-        # The same keys as ``topic-id:partition`` text, as the tables spell them: what the replicas' rows are
-        # matched with (:meth:`_read_replicas`).
-        self._key_texts = _partition_keys(versions.column("topic_id").take(heads),
-                                          versions.column("partition_id").take(heads))
         # The versions without a leader, for the series' counts (leader_spans).
         no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
         self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
@@ -289,9 +285,9 @@ class TablePartitions:
         self._lists = tuple(_flat(directories if c == "directories" else versions.column(c)) for c in self._LISTS)
         del versions, names, directories
         _release_arrow()
-        # The replicas' versions, read at the first ``hosted_change`` (:meth:`_read_replicas`; None until then).
-        self._replica_dirs: list[Uuid] = []
-        self._replica_partitions: Any = None
+        # Each broker's replicas over time, made at the first ``hosted_change`` (:meth:`_index_replicas`; None until
+        # then).
+        self._replica_rows: Any = None
         self._replica_directories: Any = None
         self._replica_starts: Any = None
         self._replica_ends: Any = None
@@ -321,11 +317,12 @@ class TablePartitions:
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         b = broker_id
-        self._numpy()
-        self._read_replicas()
+        self._index_replicas()
         lo, hi = self._broker_rows.get(b, (0, 0))
-        live = (self._replica_starts[lo:hi] <= before) & (self._replica_ends[lo:hi] > before)
-        hosted = int(np.count_nonzero(live))
+        # The broker's pairs that start by ``before`` are the first ones; those of them that also end by then, as
+        # many as its sorted ends that do.
+        started = lo + int(np.searchsorted(self._replica_starts[lo:hi], before, "right"))
+        hosted = started - lo - int(np.searchsorted(self._replica_ends[lo:hi], before, "right"))
         # Hit by a change: the broker's partitions whose version at ``before`` ends in the batch (replaced, or the
         # partition deleted), found among the versions by their end: as many as the batch changed, not as many as
         # the broker hosts.
@@ -333,11 +330,12 @@ class TablePartitions:
         rows = rows[self._holding(b, 0, rows)[0]]
         # Hit for its directory: the broker's partitions in a directory its registration no longer lists.
         if online is not None:
-            dirs = self._replica_directories[lo:hi]
-            gone = [i for i in self._broker_directories(b, dirs) if self._replica_dirs[i] not in online]
+            gone = [i for i in self._broker_directories(b, self._replica_directories[lo:hi])
+                    if self._directory_ids[i] not in online]
             if gone:
-                stranded = self._rows_at(self._replica_partitions[lo:hi][live & np.isin(dirs, gone)], before)
-                rows = np.union1d(rows, stranded[stranded >= 0])
+                held = self._replica_rows[lo:started]
+                stranded = held[(self._np_ends[held] > before) & np.isin(self._replica_directories[lo:started], gone)]
+                rows = np.union1d(rows, stranded)
         rows = np.sort(rows)  # in the partitions' order, as the registrations list them
         rows_after = self._rows_at(self._np_key_index[rows], after)
         exists = rows_after >= 0
@@ -370,7 +368,7 @@ class TablePartitions:
         return rows[self._np_starts[rows] <= before]
 
     def _broker_directories(self, broker_id: int, directories: Any) -> list[int]:
-        """Every directory (an index into the replicas' directory ids) the broker ever held a replica in."""
+        """Every directory (an index into the directory ids) the broker ever held a replica in."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         found = self._broker_dirs.get(broker_id)
@@ -447,47 +445,37 @@ class TablePartitions:
         return np.where(held, directory_values[np.where(held, directory_firsts[rows] + at - replica_firsts[rows], 0)],
                         -1)
 
-    def _read_replicas(self) -> None:
-        """The replicas' versions (read at the first :meth:`hosted_change`), sorted by broker, as numpy columns: each
-        one's partition as an index into the partitions' keys, its directory as an index into the directory ids,
-        its start and end offsets (an open end: :data:`_OPEN`)."""
-        if self._replica_partitions is not None:
+    def _index_replicas(self) -> None:
+        """Each broker's replicas over time, from the partitions' versions themselves (at the first
+        :meth:`hosted_change`): every (version, replica) pair as the version's row and the replica's directory (an
+        index into the directory ids), grouped by broker and ordered by the version's start; beside them the starts
+        and, sorted apart, the ends, so that how many partitions a broker hosts at an offset is two searches (the
+        versions of one partition never overlap). The ``replica_assignment_history`` table holds the same intervals
+        split otherwise; reading it cost a second at 200 k partitions and 17 s at 2 M."""
+        if self._replica_rows is not None:
             return
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
-        import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
-        import pyarrow.compute as pc  # noqa: PLC0415
 
-        from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
-
-        bound = -1 if self._upto is None else self._upto
-        replicas = entity_versions(self._tables, ENTITIES["replica"], self._cluster, bound,
-                                   ["directory"]).combine_chunks()
-        # Millions of replica versions name a few hundred directories and the partitions held already: keep each
-        # as an index (a replica's partition has a version whenever the replica has one: the job writes both from
-        # the same records).
-        names = _partition_keys(replicas.column("topic_id"), replicas.column("partition_id"))
-        index = pc.index_in(names, value_set=self._key_texts)
-        if index.null_count:
-            raise InputError(f"replica_assignment_history names partition {names.filter(pc.is_null(index))[0]} of "
-                             f"cluster {self._cluster}, which partition_history has no version of")
-        dirs, dir_ids = _encoded(replicas.column("directory"))
-        self._replica_dirs = [Uuid.from_string(d) for d in dir_ids]
-        # By broker, each broker's rows in the order read (a stable sort of the broker ids alone: Arrow's sort and
-        # ``take`` of the whole table, topic id strings and all, cost a second at 200 k partitions).
-        brokers = replicas.column("broker_id").cast(pa.int64()).to_numpy()
-        order = np.argsort(brokers, kind="stable")
+        self._numpy()
+        (brokers, firsts), (directories, directory_firsts) = self._np_lists[0], self._np_lists[1]
+        if not np.array_equal(firsts, directory_firsts):
+            raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories do not "
+                             "match its replicas")
+        index_type = np.int32 if len(firsts) <= 1 << 31 else np.int64  # 4 bytes a pair: tens of millions at 2 M
+        rows = np.repeat(np.arange(len(firsts) - 1, dtype=index_type), np.diff(firsts))
+        starts = self._np_starts[rows]
+        order = np.lexsort((starts, brokers))
         brokers = brokers[order]
-        self._replica_partitions = index.cast(pa.int32()).to_numpy()[order]
-        self._replica_directories = dirs.cast(pa.int32()).to_numpy()[order]
-        self._replica_starts = pc.fill_null(replicas.column("start"), _OPEN).cast(pa.int64()).to_numpy()[order]
-        self._replica_ends = pc.fill_null(replicas.column("end"), _OPEN).cast(pa.int64()).to_numpy()[order]
-        # Each broker's rows are one range: where the broker differs from the previous row's.
+        self._replica_rows = rows[order]
+        self._replica_directories = directories[order]
+        self._replica_starts = starts[order]
+        ends = self._np_ends[self._replica_rows]
+        self._replica_ends = ends[np.lexsort((ends, brokers))]
+        # Each broker's pairs are one range: where the broker differs from the previous pair's.
         n = len(brokers)
         if n:
-            firsts = [0, *(np.flatnonzero(brokers[1:] != brokers[:-1]) + 1).tolist()]
-            self._broker_rows = {int(brokers[lo]): (lo, hi) for lo, hi in zip(firsts, [*firsts[1:], n], strict=True)}
-        del replicas, names, index, dirs, brokers, order
-        _release_arrow()
+            heads = [0, *(np.flatnonzero(brokers[1:] != brokers[:-1]) + 1).tolist()]
+            self._broker_rows = {int(brokers[lo]): (lo, hi) for lo, hi in zip(heads, [*heads[1:], n], strict=True)}
 
     def first_seen(self, asks: FollowAsks, ends: Sequence[int]) -> FirstSeen:
         # Every version of each pair's partition that is the state after some batch, at once (a few per partition):

@@ -258,35 +258,29 @@ TWO_INCIDENTS_ONE_PARTITION = batches(
     (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, directories=(DIRS[1][1], DIRS[2][0]))]))
 
 
-#: Broker 1's disk fails under t0-0, which loses broker 1 from its ISR (10); the disk returns (20), the ISR not yet
-#: restored, so the partition is still followed; the same disk fails again (30), and the new incident takes the
-#: partition over from the ended one; the ISR is restored (40). Only the new incident could record that, and it had
-#: nothing to await: the ended one's follow-up stopped at 30.
-TAKEN_OVER = batches(
+#: Broker 1's disk fails under t0-0 [1, 2], and its ISR loses broker 1 (10); the disk returns (20) with the ISR not
+#: yet restored, so the ended incident still follows the partition.
+FAILED_AND_BACK: list[tuple[int, list[Record]]] = [
     (0, [FeatureLevelRecord(name="metadata.version", feature_level=21), register(1, 1, DIRS[1]),
          register(2, 1, DIRS[2]), TopicRecord(name="t0", topic_id=TOPICS[0]),
          PartitionRecord(version=2, topic_id=TOPICS[0], partition_id=0, replicas=(1, 2), isr=(1, 2), leader=2,
                          directories=(DIRS[1][0], DIRS[2][0]))]),
     (10, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2,)),
           BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
-    (20, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=DIRS[1])]),
-    (30, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
-    (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2, 1))]))
+    (20, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=DIRS[1])])]
+#: The ISR restored (40): the end of both logs below.
+ISR_RESTORED = (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2, 1))])
 
+#: Then the same disk fails again (30), and the new incident takes the partition over from the ended one; the ISR is
+#: restored (40). Only the new incident could record that, and it had nothing to await: the ended one's follow-up
+#: stopped at 30.
+TAKEN_OVER = batches(*FAILED_AND_BACK, (30, [BrokerRegistrationChangeRecord(
+    version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]), ISR_RESTORED)
 
-#: Broker 1's disk fails under t0-0 and its ISR loses broker 1 (10); the disk returns (20) with the ISR not yet
-#: restored; the replica then moves to broker 1's other disk (30) — not a move off a failed disk any more, since the
-#: failure is over — and the ISR is restored (40).
-MOVED_AFTER_THE_DISK_RETURNED = batches(
-    (0, [FeatureLevelRecord(name="metadata.version", feature_level=21), register(1, 1, DIRS[1]),
-         register(2, 1, DIRS[2]), TopicRecord(name="t0", topic_id=TOPICS[0]),
-         PartitionRecord(version=2, topic_id=TOPICS[0], partition_id=0, replicas=(1, 2), isr=(1, 2), leader=2,
-                         directories=(DIRS[1][0], DIRS[2][0]))]),
-    (10, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2,)),
-          BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=(DIRS[1][1],))]),
-    (20, [BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=1, log_dirs=DIRS[1])]),
-    (30, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, directories=(DIRS[1][1], DIRS[2][0]))]),
-    (40, [PartitionChangeRecord(topic_id=TOPICS[0], partition_id=0, isr=(2, 1))]))
+#: Then the replica moves to broker 1's other disk (30) — not a move off a failed disk any more, since the failure is
+#: over — and the ISR is restored (40).
+MOVED_AFTER_THE_DISK_RETURNED = batches(*FAILED_AND_BACK, (30, [PartitionChangeRecord(
+    topic_id=TOPICS[0], partition_id=0, directories=(DIRS[1][1], DIRS[2][0]))]), ISR_RESTORED)
 
 
 @settings(SETTINGS, max_examples=600)
