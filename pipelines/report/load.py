@@ -464,13 +464,13 @@ class TablePartitions:
         index_type = np.int32 if len(firsts) <= 1 << 31 else np.int64  # 4 bytes a pair: tens of millions at 2 M
         rows = np.repeat(np.arange(len(firsts) - 1, dtype=index_type), np.diff(firsts))
         starts = self._np_starts[rows]
-        order = np.lexsort((starts, brokers))
+        order = _by_group(brokers, starts)
         brokers = brokers[order]
         self._replica_rows = rows[order]
         self._replica_directories = directories[order]
         self._replica_starts = starts[order]
         ends = self._np_ends[self._replica_rows]
-        self._replica_ends = ends[np.lexsort((ends, brokers))]
+        self._replica_ends = ends[_by_group(brokers, ends)]
         # Each broker's pairs are one range: where the broker differs from the previous pair's.
         n = len(brokers)
         if n:
@@ -581,6 +581,25 @@ class TablePartitions:
         return self._leaderless
 
 
+def _by_group(groups: Any, values: Any) -> Any:
+    """The order that sorts ``values`` (offsets, :data:`_OPEN` included) within each of ``groups`` (small integers,
+    e.g. broker ids), groups ascending; ties in any order. Both packed into one integer where they fit — one sort,
+    a third of what numpy's two-key ``lexsort`` took over millions of replicas."""
+    import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+    if not len(values):
+        return np.zeros(0, np.int64)
+    finite = values[values != _OPEN]
+    low = int(finite.min()) if len(finite) else 0
+    # An open end sorts after every offset: one past the greatest one there is.
+    top = (int(finite.max()) if len(finite) else 0) + 1
+    group_low, group_high = int(groups.min()), int(groups.max())
+    span = top - low + 1
+    if (group_high - group_low + 1) * span >= _PACKED_LIMIT:
+        return np.lexsort((values, groups))
+    return np.argsort((groups.astype(np.int64) - group_low) * span + (np.minimum(values, top) - low))
+
+
 def _release_arrow() -> None:
     """Hand the memory Arrow freed back to the system. Its allocator (mimalloc) keeps what a read's intermediate
     tables freed (the scan, the sort's copy, the filter's) for reuse: at 200 k partitions 300-550 MB of resident
@@ -590,6 +609,8 @@ def _release_arrow() -> None:
     pa.default_memory_pool().release_unused()
 
 
+#: Where :func:`_by_group` packs a group and a value into one integer: below this (an int64, with room to spare).
+_PACKED_LIMIT = 1 << 62
 #: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset, as :data:`NEVER` (what
 #: :meth:`TablePartitions.first_seen` gives where nothing is seen) is — an open end is never seen ending.
 _OPEN = NEVER

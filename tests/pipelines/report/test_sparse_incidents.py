@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
 from report_support import batches, register
 from test_quality_support import write_lakehouse
 
@@ -36,6 +37,7 @@ from jbod_model.report import (
 )
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import metadata_image
+from pipelines.report import load
 from pipelines.report.load import TablePartitions, load_from_tables
 
 A1, A2, B1, B2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(4))
@@ -120,10 +122,15 @@ def test_a_partition_two_incidents_follow_is_looked_at_for_each(tmp_path: Path) 
     assert moved[0] is not None and moved[0].offset == 12
 
 
-def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path) -> None:
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "two-key sort"])
+def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path, packed: bool,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """What :class:`TablePartitions` gives the sparse tracker (where the followed partitions first show what a
     follow-up learns, and each broker's hosted replicas, as columns) is what the tables' image at each offset
-    gives."""
+    gives — with each broker's replicas ordered through one packed key, and through numpy's two-key sort where the
+    offsets do not pack."""
+    if not packed:
+        monkeypatch.setattr(load, "_PACKED_LIMIT", 1)
     failure = (60, [
         PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
         PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
