@@ -1350,7 +1350,7 @@ class SparseIncidentTracker(IncidentTracker):
             return
         # The directory failures whose last partition moved off the disk or went in this batch, if still open.
         for incident in self._evacuated.pop(self._batch, ()):
-            if incident.ended is None and incident.id in self._incidents:
+            if incident.ended is None:  # not ended by its disk's return already (only ended ones are forgotten)
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
 
     def _stops(self, incident: _Incident) -> Iterable[tuple[_Affected, int, int]]:
@@ -1386,9 +1386,7 @@ class SparseIncidentTracker(IncidentTracker):
         hit = [(incident, pk, a) for incident in incidents for pk, a in incident.partitions.items()]
         if not hit:
             return
-        asks = FollowAsks([pk for _, pk, _ in hit], [i.broker_id for i, _, _ in hit],
-                          [_failed_disk(i) for i, _, _ in hit], [after] * len(hit))
-        self._first_seen(hit, partitions.first_seen(asks, ends))
+        self._first_seen(hit, [after] * len(hit), ends, partitions)
         moved = [(incident, pk, a) for incident, pk, a in hit if pk in fresh.get(incident.id, ())]
         if moved:
             touches = partitions.next_touches({pk for _, pk, _ in moved}, after)
@@ -1403,9 +1401,7 @@ class SparseIncidentTracker(IncidentTracker):
                     looked.append((incident, pk, a))
                     froms.append(ends[bisect.bisect_left(ends, first) - 1])
             if looked:
-                self._first_seen(looked, partitions.first_seen(FollowAsks(
-                    [pk for _, pk, _ in looked], [i.broker_id for i, _, _ in looked],
-                    [_failed_disk(i) for i, _, _ in looked], froms), ends))
+                self._first_seen(looked, froms, ends, partitions)
         for incident in incidents:
             if incident.kind is not IncidentKind.DIRECTORY_FAILURE or not incident.partitions:
                 continue
@@ -1416,7 +1412,12 @@ class SparseIncidentTracker(IncidentTracker):
                 heapq.heappush(pending, k)
 
     @staticmethod
-    def _first_seen(hit: Sequence[tuple[_Incident, PartitionKey, _Affected]], seen: FirstSeen) -> None:
+    def _first_seen(hit: Sequence[tuple[_Incident, PartitionKey, _Affected]], afters: Sequence[int],
+                    ends: Sequence[int], partitions: PartitionHistory) -> None:
+        """Ask the store where each of ``hit`` (incident, partition, its follow-up) first shows each thing after the
+        batch end beside it in ``afters``, onto the follow-ups (none taken over yet)."""
+        seen = partitions.first_seen(FollowAsks([pk for _, pk, _ in hit], [i.broker_id for i, _, _ in hit],
+                                                [_failed_disk(i) for i, _, _ in hit], afters), ends)
         for (_, _, a), leader, in_isr, out, off_disk, gone in zip(hit, seen.leader, seen.in_isr, seen.out,
                                                                    seen.off_disk, seen.gone, strict=True):
             a.first_leader, a.first_in_isr, a.first_out, a.first_off_disk, a.first_gone = (

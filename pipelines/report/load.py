@@ -312,8 +312,9 @@ class TablePartitions:
     def hosted_change(self, broker_id: int, before: int, after: int,
                       online: frozenset[Uuid] | None) -> HostedChange:
         # Numpy over the partitions' columns: the columns of the partitions hit, without building a registration
-        # (the rules over them are HostedChange's). The broker's replica versions are read for what the batch did
-        # not change: how many it hosted, and which sit in a directory no longer listed.
+        # (the rules over them are HostedChange's). The broker's replicas over time (:meth:`_index_replicas`) give
+        # what the batch did not change: how many partitions it hosted, and which sit in a directory no longer
+        # listed.
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         b = broker_id
@@ -330,8 +331,7 @@ class TablePartitions:
         rows = rows[self._holding(b, 0, rows)[0]]
         # Hit for its directory: the broker's partitions in a directory its registration no longer lists.
         if online is not None:
-            gone = [i for i in self._broker_directories(b, self._replica_directories[lo:hi])
-                    if self._directory_ids[i] not in online]
+            gone = [i for i in self._broker_directories(b) if self._directory_ids[i] not in online]
             if gone:
                 held = self._replica_rows[lo:started]
                 stranded = held[(self._np_ends[held] > before) & np.isin(self._replica_directories[lo:started], gone)]
@@ -367,13 +367,14 @@ class TablePartitions:
         rows = self._np_by_end[first:last]
         return rows[self._np_starts[rows] <= before]
 
-    def _broker_directories(self, broker_id: int, directories: Any) -> list[int]:
+    def _broker_directories(self, broker_id: int) -> list[int]:
         """Every directory (an index into the directory ids) the broker ever held a replica in."""
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         found = self._broker_dirs.get(broker_id)
         if found is None:
-            found = self._broker_dirs[broker_id] = np.unique(directories).tolist()
+            lo, hi = self._broker_rows.get(broker_id, (0, 0))
+            found = self._broker_dirs[broker_id] = np.unique(self._replica_directories[lo:hi]).tolist()
         return found
 
     def _rows_at(self, partitions: Any, offset: int) -> Any:
