@@ -770,12 +770,11 @@ def _last_rows(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Array:
     return order.filter(pa.concat_arrays([*chunks, pa.array([True])]))
 
 
-def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str, keep: Sequence[str] | None = None,
-                ) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
-    """``rows`` (not empty; only the columns ``keep``, default all) sorted by ``keys`` then ``start``, and for each
-    row but the last whether the next row has another key (:func:`_key_order`)."""
+def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
+    """``rows`` (not empty) sorted by ``keys`` then ``start``, and for each row but the last whether the next row
+    has another key (:func:`_key_order`)."""
     order, breaks = _key_order(rows, keys, start)
-    return (rows if keep is None else rows.select(list(keep))).take(order), breaks
+    return rows.take(order), breaks
 
 
 def _key_order(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Array, pa.Array | pa.ChunkedArray]:
@@ -959,15 +958,35 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
     """The ``entity``'s history versions of ``cluster`` that start by ``as_of_offset`` (None: all), with their key
     columns, ``columns`` and ``start``/``end`` (the interval's offsets; ``end`` null while current, and an end after
     ``as_of_offset`` is kept as stored) — the versions :func:`resolved_sql`'s view gives, read from the stored rows
-    directly: a stored row's end, else the start of the key's next stored row (a later change, or a :data:`REMOVED`
-    row, which is no version itself). Only the columns asked for are read.
+    directly (:func:`entity_version_rows`), ordered by key, then start. Only the columns asked for are read.
+
+    ``where`` and ``keys_where``: as :func:`entity_version_rows` takes them. ``with_keys=False`` leaves the key
+    columns out of the result (they are still read: the versions are ordered by them): the offline intervals' spans
+    are 12 M rows at 2 M partitions, and a topic id per row is most of their bytes."""
+    read, rows, start, end = entity_version_rows(tables_dir, entity, cluster, as_of_offset, columns, where,
+                                                 keys_where=keys_where)
+    names = [k for k, _ in entity.key]
+    shown = list(dict.fromkeys([*(names if with_keys else ()), *columns]))
+    # Only the versions' rows are taken, once: the removed rows are dropped from the order, not from a sorted copy.
+    return pa.table({**{c: read.column(c).take(rows) for c in shown}, "start": start, "end": end})
+
+
+def entity_version_rows(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
+                        columns: Sequence[str], where: str | None = None, *, keys_where: str | None = None,
+                        ) -> tuple[pa.Table, pa.Array, pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray]:
+    """The ``entity``'s stored history rows of ``cluster`` that start by ``as_of_offset`` (None: all) as read, in no
+    order — the key columns, ``columns``, the interval's offsets and :data:`REMOVED` —, and which of them are its
+    versions: their row numbers, ordered by key, then start, and each one's start and end (null while current; an
+    end after ``as_of_offset`` kept as stored). A version is a stored row that is no :data:`REMOVED` row; its end
+    is the row's own, else the start of the key's next stored row (a later change, or the removal). These are the
+    versions :func:`resolved_sql`'s view gives, without its window functions. For a caller that gathers its columns
+    itself (:func:`entity_versions` takes them; the report's partitions gather their lists of integers with numpy,
+    where Arrow's take of millions of lists of ids cost seconds at 200 k partitions).
 
     ``where``: a further SQL condition on the stored rows — one that keeps every row of a key it keeps any of, or
     the ends would be lost. ``keys_where``: only the keys that have a row matching this condition (by then), with
     all their rows — found first with the condition pushed down, then joined: a few placeholder placements among
-    millions of replica versions cost their own rows, not a sort of the table. ``with_keys=False`` leaves the key
-    columns out of the result (they are still read: the versions are ordered by them): the offline intervals' spans
-    are 12 M rows at 2 M partitions, and a topic id per row is most of their bytes."""
+    millions of replica versions cost their own rows, not a sort of the table."""
     names = [k for k, _ in entity.key]
     lo, hi = (f"{c}_offset" for c in entity.interval)
     condition = f"cluster_id = {_lit(cluster)}"
@@ -985,17 +1004,16 @@ def entity_versions(tables_dir: str | Path, entity: Entity, cluster: str, as_of_
                + f" WHERE {condition.replace('cluster_id', 's.cluster_id').replace(lo, 's.' + lo)}"
                + ("" if where is None else f" AND ({where})"))
     read = _run(_stored(tables_dir, entity.history), "stored", sql)
-    shown = list(dict.fromkeys([*(names if with_keys else ()), *columns]))
     if read.num_rows == 0:
-        return pa.table({**{c: read.column(c) for c in shown}, "start": read.column(lo), "end": read.column(hi)})
-    rows, breaks = _key_breaks(read, names, lo, None if with_keys else list(dict.fromkeys([*shown, lo, hi, REMOVED])))
-    del read
-    following = pc.if_else(breaks, pa.scalar(None, pa.int64()), rows.column(lo).slice(1))
+        return read, pa.array([], pa.int64()), read.column(lo), read.column(hi)
+    order, breaks = _key_order(read, names, lo)
+    bounds = read.select([lo, hi, REMOVED]).take(order)
+    following = pc.if_else(breaks, pa.scalar(None, pa.int64()), bounds.column(lo).slice(1))
     following = pa.concat_arrays([*(following.chunks if isinstance(following, pa.ChunkedArray) else [following]),
                                   pa.array([None], pa.int64())])
-    end = pc.coalesce(rows.column(hi), following)
-    live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
-    return pa.table({**{c: rows.column(c) for c in shown}, "start": rows.column(lo), "end": end}).filter(live)
+    end = pc.coalesce(bounds.column(hi), following)
+    live = pc.invert(pc.fill_null(bounds.column(REMOVED), False)).combine_chunks()
+    return read, order.filter(live), bounds.column(lo).filter(live), end.filter(live)
 
 
 def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Sequence[str] | None = None,

@@ -241,13 +241,15 @@ class TablePartitions:
         import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
         import pyarrow.compute as pc  # noqa: PLC0415
 
-        from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+        from pipelines.lakehouse.tables import ENTITIES, entity_version_rows  # noqa: PLC0415 - pyarrow/deltalake
 
         self._tables, self._cluster, self._upto, self._snapshot = tables, cluster, upto, snapshot
         bound = -1 if upto is None else upto
-        versions = entity_versions(tables, ENTITIES["partition"], cluster, bound, self._COLUMNS).combine_chunks()
+        # The stored rows as read, and the versions' rows among them in partition, then start order: the scalar
+        # columns are taken in that order, the lists gathered from their flat values (:func:`_flat`).
+        read, rows, starts, ends = entity_version_rows(tables, ENTITIES["partition"], cluster, bound, self._COLUMNS)
+        versions = read.select(["topic_id", "partition_id", "leader"]).take(rows).combine_chunks()
         n = versions.num_rows
-        starts, ends = versions.column("start"), versions.column("end")
         self._starts = _offsets(starts)
         self._ends = _offsets(ends)
         # Rows come ordered by partition, then start: each partition's rows are one range, found by where the key
@@ -273,16 +275,17 @@ class TablePartitions:
         # The versions without a leader, for the series' counts (leader_spans).
         no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
         self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
-        # The names and directory ids as indices into their distinct values.
-        names, self._topic_names = _encoded(versions.column("topic_name"))
-        directories, texts = _encoded_lists(versions.column("directories"))
+        # The names and directory ids as indices into their distinct values (encoded as read, then taken).
+        names, self._topic_names = _encoded(read.column("topic_name"))
+        directories, texts = _encoded_lists(read.column("directories"))
         self._directory_ids = [Uuid.from_string(d) for d in texts]
         self._directory_index = {d: i for i, d in enumerate(self._directory_ids)}
         # Every column as plain arrays (a list column as its values and each row's first index), read through numpy
         # views (:meth:`_numpy`) by the rows the rules ask for.
-        self._names = _ints(names, "i")
+        self._names = _ints(names.take(rows), "i")
         self._leader = _ints(versions.column("leader"), "q")
-        self._lists = tuple(_flat(directories if c == "directories" else versions.column(c)) for c in self._LISTS)
+        self._lists = tuple(_flat(directories if c == "directories" else read.column(c), rows) for c in self._LISTS)
+        del read, rows, starts, ends
         del versions, names, directories
         _release_arrow()
         # Each broker's replicas over time, made at the first ``hosted_change`` (:meth:`_index_replicas`; None until
@@ -659,19 +662,34 @@ def _ints(column: Any, typecode: str) -> array[int]:
     return out
 
 
-def _flat(column: Any) -> tuple[array[int], array[int]]:
-    """A list-of-integers Arrow column as its values (``array('i')``) and where each row's values start, with the
-    end as the last item (``array('q')``): row ``i`` is ``values[starts[i]:starts[i + 1]]``."""
-    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
-    import pyarrow.compute as pc  # noqa: PLC0415
+def _flat(column: Any, rows: Any) -> tuple[array[int], array[int]]:
+    """Rows ``rows`` (row numbers, in the order wanted) of a list-of-integers Arrow column as their values
+    (``array('i')``) and where each row's values start, with the end as the last item (``array('q')``): row ``i`` of
+    ``rows`` is ``values[starts[i]:starts[i + 1]]``. Gathered with numpy from the column's flat values: Arrow's
+    take of the lists themselves cost a second at 200 k partitions, and a second copy of every list at 2 M."""
+    import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+    import pyarrow as pa  # noqa: PLC0415
 
     lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if lists.null_count:
+    picked = np.asarray(rows, np.int64)
+    # The rows not picked (a removed partition's last row) may hold nulls.
+    if lists.null_count and np.asarray(lists.is_null())[picked].any():
         raise InputError("partition_history holds a null list where a partition registration needs one")
-    offsets = lists.offsets
-    first = offsets[0].as_py() if len(offsets) else 0
-    values = lists.values.slice(first, offsets[-1].as_py() - first) if len(offsets) else pa.array([], pa.int32())
-    return _ints(values, "i"), _offsets(pc.subtract(offsets, first)) if len(offsets) else array("q", [0])
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    values = lists.values.to_numpy(zero_copy_only=False)
+    lo = offsets[picked]
+    counts = offsets[picked + 1] - lo
+    starts = np.zeros(len(picked) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    # Item j of the output is item (lo - starts)[row] + j of the column's values, row being the one j falls in.
+    gather = np.repeat(lo - starts[:-1], counts)
+    gather += np.arange(len(gather), dtype=np.int64)
+    if lists.values.null_count and np.asarray(lists.values.is_null())[gather].any():
+        raise InputError("partition_history holds a null item in a list where a partition registration needs one")
+    out, firsts = array("i"), array("q")
+    out.frombytes(values[gather].astype(np.int32, copy=False).tobytes())
+    firsts.frombytes(starts.tobytes())
+    return out, firsts
 
 
 def _ascending(column: Any) -> array[int]:
