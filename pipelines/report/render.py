@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import jinja2
 from rich.console import Console
 from rich.table import Table
 
 from jbod_model.errors import InputError
+from jbod_model.records.json_codec import PIECE_ROWS, Slices
 from jbod_model.report import (
     AffectedPartition,
     BrokerState,
@@ -30,16 +31,19 @@ from jbod_model.report import (
     DiskState,
     EventKind,
     Incident,
+    IncidentRow,
     JbodReport,
     LogPosition,
+    OfflineGroup,
     OfflineReplica,
     PartitionRef,
     PartitionStatus,
     ReportSummary,
+    TimelineEvent,
     format_duration_ms,
     format_partitions,
 )
-from jbod_model.slots import gc_paused
+from jbod_model.slots import gc_paused, gc_paused_iteration
 from pipelines.report.wording import FIRST_NAMES, counted, split_long
 
 if TYPE_CHECKING:
@@ -162,18 +166,61 @@ def timeline_json(report: JbodReport, *, partitions: bool = True) -> list[dict[s
     which at 2 M partitions is gigabytes of offline replicas and incidents' partitions (the incident notebook's).
     ``partitions=False``: each event's ``partitionCount`` instead of its ``partitions`` — a disk's failure names
     each of its partitions, hundreds of thousands at 2 M (47 s to list them all in the notebook)."""
-    return [{"offset": e.at.offset, "timestamp": e.at.timestamp, "kind": e.kind.value, "incidentId": e.incident_id,
-             "brokerId": e.broker_id, "directory": _dir(e.directory),
-             **({"partitions": [_part(p) for p in e.partitions]} if partitions else
-                {"partitionCount": len(e.partitions)}),
-             "summary": e.summary} for e in report.timeline]
+    return [_event(e, partitions) for e in report.timeline]
+
+
+def _event(e: TimelineEvent, partitions: bool = True) -> dict[str, Any]:
+    return {"offset": e.at.offset, "timestamp": e.at.timestamp, "kind": e.kind.value, "incidentId": e.incident_id,
+            "brokerId": e.broker_id, "directory": _dir(e.directory),
+            **({"partitions": [_part(p) for p in e.partitions]} if partitions else
+               {"partitionCount": len(e.partitions)}),
+            "summary": e.summary}
+
+
+def _offline_group(g: OfflineGroup) -> dict[str, Any]:
+    return {"brokerId": g.broker_id, "directory": _dir(g.directory), "reasons": [r.value for r in g.reasons],
+            "incidentId": g.incident_id, "since": _pos(g.since),
+            "replicas": [{**_part(r.partition), "reason": r.reason.value, "inIsr": r.in_isr} for r in g.replicas]}
+
+
+def _incident_row(r: IncidentRow) -> dict[str, Any]:
+    return {"id": r.incident.id, "kind": r.incident.kind.value, "brokerId": r.incident.broker_id,
+            "directory": _dir(r.directory), "trigger": r.incident.trigger.value, "title": r.title,
+            "started": _pos(r.incident.started), "ended": _pos(r.incident.ended),
+            "resolution": r.incident.resolution.value if r.incident.resolution else None,
+            "durationOffsets": r.duration_offsets, "durationMs": r.duration_ms,
+            "replicasOffline": r.incident.replicas_offline, "partitions": _incident(r.incident)}
+
+
+#: How many of a long list's items one slice of a sliced document makes (:func:`report_to_json`): an incident or
+#: an offline disk lists every partition it holds, tens of thousands at 2 M partitions, so those come one a slice.
+_SLICE_ITEMS: Final = {"offlineReplicas": 1, "incidents": 1, "leaderlessPartitions": PIECE_ROWS,
+                       "timeline": PIECE_ROWS}
+
+
+_Item = TypeVar("_Item")
+
+
+def _rows(items: Sequence[_Item], row: Callable[[_Item], dict[str, Any]], per_slice: int | None,
+          ) -> list[dict[str, Any]] | Slices:
+    """``row`` of each item: a list, or with ``per_slice`` :class:`Slices` of that many items' rows, each made with
+    the cyclic collector paused when the writer asks for it."""
+    if per_slice is None:
+        return [row(i) for i in items]
+    return Slices(gc_paused_iteration([row(i) for i in items[lo:lo + per_slice]]
+                                      for lo in range(0, len(items), per_slice)))
 
 
 @gc_paused()  # the JSON rows of a 200 k report's incidents are millions of objects (see build_report)
-def report_to_json(report: JbodReport) -> dict[str, Any]:
-    """The report as JSON-ready values, in the shape docs/report-json.md documents."""
+def report_to_json(report: JbodReport, *, sliced: bool = False) -> dict[str, Any]:
+    """The report as JSON-ready values, in the shape docs/report-json.md documents. ``sliced``: its long lists
+    (offline replicas, leaderless partitions, incidents, timeline) as :class:`~jbod_model.records.json_codec.Slices`
+    made while :func:`~jbod_model.records.json_codec.dumps_pieces` writes them, for a document written once and
+    never held whole (the report must outlive the writing): at 2 M partitions those rows are millions of dicts,
+    gigabytes beside the report they are made from."""
     s = report.summary
     inv = report.inventory
+    per = _SLICE_ITEMS if sliced else {}
     return {
         "reportVersion": REPORT_JSON_VERSION,
         "asOf": _pos(report.as_of),
@@ -192,24 +239,14 @@ def report_to_json(report: JbodReport) -> dict[str, Any]:
         "disks": [{"brokerId": d.broker_id, "directory": _dir(d.directory), "state": d.state.value,
                    "brokerState": d.broker_state.value, "replicas": d.replicas, "leaders": d.leaders,
                    "offlineReplicas": d.offline_replicas} for d in report.disks],
-        "offlineReplicas": [{"brokerId": g.broker_id, "directory": _dir(g.directory),
-                             "reasons": [r.value for r in g.reasons], "incidentId": g.incident_id,
-                             "since": _pos(g.since),
-                             "replicas": [{**_part(r.partition), "reason": r.reason.value, "inIsr": r.in_isr}
-                                          for r in g.replicas]} for g in report.offline],
-        "leaderlessPartitions": [_status(p) for p in report.leaderless],
+        "offlineReplicas": _rows(report.offline, _offline_group, per.get("offlineReplicas")),
+        "leaderlessPartitions": _rows(report.leaderless, _status, per.get("leaderlessPartitions")),
         "underMinIsrPartitions": [_status(p) for p in report.under_min_isr],
         "pendingPlacements": [{**_part(p.partition), "brokerId": p.broker_id, "directoryState": p.state.value,
                                "brokerDirectories": p.broker_directories, "since": _pos(p.since),
                                "ageOffsets": p.age_offsets, "ageMs": p.age_ms} for p in report.pending],
-        "incidents": [{"id": r.incident.id, "kind": r.incident.kind.value, "brokerId": r.incident.broker_id,
-                       "directory": _dir(r.directory), "trigger": r.incident.trigger.value, "title": r.title,
-                       "started": _pos(r.incident.started), "ended": _pos(r.incident.ended),
-                       "resolution": r.incident.resolution.value if r.incident.resolution else None,
-                       "durationOffsets": r.duration_offsets, "durationMs": r.duration_ms,
-                       "replicasOffline": r.incident.replicas_offline, "partitions": _incident(r.incident)}
-                      for r in report.incidents],
-        "timeline": timeline_json(report),
+        "incidents": _rows(report.incidents, _incident_row, per.get("incidents")),
+        "timeline": _rows(report.timeline, _event, per.get("timeline")),
         "offlineSeries": [{"offset": p.at.offset, "timestamp": p.at.timestamp,
                            "offlineReplicas": p.offline_replicas, "leaderlessPartitions": p.leaderless_partitions,
                            "failedDirectories": p.failed_directories} for p in report.offline_series],

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from jbod_model.records.json_codec import Slices, dumps_pieces, dumps_without_floats
 from jbod_model.report import DirLocation, InventoryJoin, JbodReport, PartitionStatus, build_report
 from jbod_model.simulator.cluster import Simulation
 from jbod_model.simulator.config import SimulationConfig
@@ -278,6 +279,37 @@ def test_the_reports_json_is_built_with_the_collector_paused(monkeypatch: pytest
     doc = report_to_json(big_report())
     assert gc.isenabled() and seen and not any(seen)
     assert doc["summary"]["offlineReplicas"] == len(big_report().offline[0].replicas)
+
+
+def test_the_sliced_json_is_the_whole_documents_text_its_rows_made_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``report_to_json(sliced=True)``, what ``jbod report --json`` writes through ``dumps_pieces``, is the whole
+    document's text; its long lists' rows are made only as the pieces are written, a slice at a time, each with the
+    collector paused (at 2 M partitions the rows held at once were 1.4 GB)."""
+    # Each long list twice over, so that every one is cut (the rows need not agree with each other here).
+    big = big_report()
+    report = replace(big, offline=big.offline * 2, incidents=big.incidents * 2, timeline=big.timeline * 3,
+                     leaderless=big.leaderless * 2)
+    whole = dumps_without_floats(report_to_json(report))
+    assert report.incidents and report.offline and report.timeline
+    # A slice per item and a piece per row: every list of the document cut at every item.
+    monkeypatch.setattr(render, "_SLICE_ITEMS", dict.fromkeys(render._SLICE_ITEMS, 1))
+    made: list[bool] = []
+    real = render._pos
+
+    def watched(*args: Any) -> Any:
+        made.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(render, "_pos", watched)
+    doc = report_to_json(report, sliced=True)
+    before = len(made)
+    assert all(isinstance(doc[k], Slices) for k in ("offlineReplicas", "leaderlessPartitions", "incidents", "timeline"))
+    pieces = []
+    for piece in dumps_pieces(doc, rows=1):
+        pieces.append(piece)
+        assert gc.isenabled()
+    assert "".join(pieces) == whole
+    assert len(made) > before and not any(made[before:])
 
 
 def test_a_report_from_metadata_files_is_loaded_with_the_collector_paused() -> None:
