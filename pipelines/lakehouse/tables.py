@@ -1209,12 +1209,15 @@ def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None,
             "broker", "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "is_migrating_zk_broker",
             "rack", "log_dirs", "listeners"), strict=True)}
     parts: dict[str, dict[int, PartitionRegistration]] = {}
-    for t, p, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk in zip(*state(
-            "partition", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch",
-            "directories", "adding_replicas", "removing_replicas", "eligible_leader_replicas", "last_known_elr"),
-            strict=True):
+    columns = state("partition", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch",
+                    "partition_epoch", "directories", "adding_replicas", "removing_replicas",
+                    "eligible_leader_replicas", "last_known_elr")
+    # Each distinct directory parsed once, then every replica's looked up by map, in C: a Python call per replica
+    # was a fifth of the image's time at 200 k partitions.
+    directory = {d: uuid(d) for d in set(itertools.chain.from_iterable(columns[8]))}.__getitem__
+    for t, p, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk in zip(*columns, strict=True):
         parts.setdefault(t, {})[p] = PartitionRegistration(
-            replicas=tuple(replicas), directories=tuple(uuid(d) for d in dirs), isr=tuple(isr),
+            replicas=tuple(replicas), directories=tuple(map(directory, dirs)), isr=tuple(isr),
             removing_replicas=tuple(removing), adding_replicas=tuple(adding), elr=tuple(elr),
             last_known_elr=tuple(lk), leader=leader, leader_recovery_state=lrs, leader_epoch=le,
             partition_epoch=pe)
