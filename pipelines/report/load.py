@@ -285,8 +285,7 @@ class TablePartitions:
         self._names = _ints(names.take(rows), "i")
         self._leader = _ints(versions.column("leader"), "q")
         self._lists = tuple(_flat(directories if c == "directories" else read.column(c), rows) for c in self._LISTS)
-        del read, rows, starts, ends
-        del versions, names, directories
+        del read, rows, starts, ends, versions, names, directories
         _release_arrow()
         # Each broker's replicas over time, made at the first ``hosted_change`` (:meth:`_index_replicas`; None until
         # then).
