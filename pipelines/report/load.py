@@ -275,17 +275,24 @@ class TablePartitions:
         # The versions without a leader, for the series' counts (leader_spans).
         no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
         self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
-        # The names and directory ids as indices into their distinct values (encoded as read, then taken).
+        # The names as indices into their distinct values (encoded as read, then taken).
         names, self._topic_names = _encoded(read.column("topic_name"))
-        directories, texts = _encoded_lists(read.column("directories"))
-        self._directory_ids = [Uuid.from_string(d) for d in texts]
-        self._directory_index = {d: i for i, d in enumerate(self._directory_ids)}
-        # Every column as plain arrays (a list column as its values and each row's first index), read through numpy
-        # views (:meth:`_numpy`) by the rows the rules ask for.
         self._names = _ints(names.take(rows), "i")
         self._leader = _ints(versions.column("leader"), "q")
-        self._lists = tuple(_flat(directories if c == "directories" else read.column(c), rows) for c in self._LISTS)
-        del read, rows, starts, ends, versions, names, directories
+        # Every list column as plain arrays (its values and each row's first index), read through numpy views
+        # (:meth:`_numpy`) by the rows the rules ask for; the directory ids as indices into their distinct values.
+        # Each column read is let go once gathered: at 2 M partitions the directories alone are 0.8 GB.
+        read = read.drop_columns(["topic_id", "partition_id", "topic_name", "leader"])
+        lists: dict[str, tuple[array[int], array[int]]] = {}
+        texts: list[str] = []
+        for c in self._LISTS:
+            values, firsts, distinct = _gathered(read.column(c), rows, encoded=c == "directories")
+            lists[c], texts = (values, firsts), distinct or texts
+            read = read.drop_columns([c])
+        self._lists = tuple(lists[c] for c in self._LISTS)
+        self._directory_ids = [Uuid.from_string(d) for d in texts]
+        self._directory_index = {d: i for i, d in enumerate(self._directory_ids)}
+        del read, rows, starts, ends, versions, names, lists
         _release_arrow()
         # Each broker's replicas over time, made at the first ``hosted_change`` (:meth:`_index_replicas`; None until
         # then).
@@ -661,21 +668,35 @@ def _ints(column: Any, typecode: str) -> array[int]:
     return out
 
 
-def _flat(column: Any, rows: Any) -> tuple[array[int], array[int]]:
-    """Rows ``rows`` (row numbers, in the order wanted) of a list-of-integers Arrow column as their values
-    (``array('i')``) and where each row's values start, with the end as the last item (``array('q')``): row ``i`` of
-    ``rows`` is ``values[starts[i]:starts[i + 1]]``. Gathered with numpy from the column's flat values: Arrow's
-    take of the lists themselves cost a second at 200 k partitions, and a second copy of every list at 2 M."""
+def _gathered(column: Any, rows: Any, *, encoded: bool = False) -> tuple[array[int], array[int], list[str]]:
+    """Rows ``rows`` (row numbers, in the order wanted) of a list column as their values (``array('i')``) and where
+    each row's values start, with the end as the last item (``array('q')``): row ``i`` of ``rows`` is
+    ``values[starts[i]:starts[i + 1]]``. A list of integers gives its integers; with ``encoded`` a list of strings
+    gives each string's index into its distinct strings, returned third (empty otherwise). Gathered with numpy from
+    the column's values chunk by chunk, never a contiguous copy of the lists: Arrow's take of the lists cost a second
+    at 200 k partitions, and a copy of every list at 2 M."""
     import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
     import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
 
-    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     picked = np.asarray(rows, np.int64)
     # The rows not picked (a removed partition's last row) may hold nulls.
-    if lists.null_count and np.asarray(lists.is_null())[picked].any():
+    if column.null_count and pc.is_null(column).to_numpy(zero_copy_only=False)[picked].any():
         raise InputError("partition_history holds a null list where a partition registration needs one")
-    offsets = lists.offsets.to_numpy().astype(np.int64)
-    values = lists.values.to_numpy(zero_copy_only=False)
+    # The column's offsets from 0 over its values, each chunk's values the range its offsets span.
+    heads, pieces, base = [np.zeros(1, np.int64)], [], 0
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        bounds = chunk.offsets.to_numpy().astype(np.int64)
+        heads.append(bounds[1:] - bounds[0] + base)
+        base += int(bounds[-1] - bounds[0])
+        pieces.append(chunk.values.slice(int(bounds[0]), int(bounds[-1] - bounds[0])))
+    offsets = np.concatenate(heads)
+    distinct: list[str] = []
+    if encoded:
+        # One dictionary over every chunk (Arrow encodes a chunked array with a shared one).
+        codes = pc.dictionary_encode(pa.chunked_array(pieces, column.type.value_type))
+        distinct = codes.chunk(0).dictionary.to_pylist() if codes.num_chunks else []
+        pieces = [c.indices for c in codes.chunks]
     lo = offsets[picked]
     counts = offsets[picked + 1] - lo
     starts = np.zeros(len(picked) + 1, np.int64)
@@ -683,12 +704,14 @@ def _flat(column: Any, rows: Any) -> tuple[array[int], array[int]]:
     # Item j of the output is item (lo - starts)[row] + j of the column's values, row being the one j falls in.
     gather = np.repeat(lo - starts[:-1], counts)
     gather += np.arange(len(gather), dtype=np.int64)
-    if lists.values.null_count and np.asarray(lists.values.is_null())[gather].any():
+    if any(p.null_count for p in pieces) and np.concatenate(
+            [p.is_null().to_numpy(zero_copy_only=False) for p in pieces])[gather].any():
         raise InputError("partition_history holds a null item in a list where a partition registration needs one")
+    values = np.concatenate([p.to_numpy(zero_copy_only=False) for p in pieces]) if pieces else np.zeros(0, np.int32)
     out, firsts = array("i"), array("q")
     out.frombytes(values[gather].astype(np.int32, copy=False).tobytes())
     firsts.frombytes(starts.tobytes())
-    return out, firsts
+    return out, firsts, distinct
 
 
 def _ascending(column: Any) -> array[int]:
@@ -713,20 +736,6 @@ def _encoded(column: Any) -> tuple[Any, list[str]]:
 
     encoded = pc.dictionary_encode(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
     return encoded.indices, encoded.dictionary.to_pylist()
-
-
-def _encoded_lists(column: Any) -> tuple[Any, list[str]]:
-    """A ``list<string>`` column as ``list<int32>`` of indices into its distinct strings, and those strings: a
-    partition's directory ids, repeated over a million versions, held as 4-byte indices."""
-    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    first, last = lists.offsets[0].as_py(), lists.offsets[-1].as_py()
-    encoded = pc.dictionary_encode(lists.values.slice(first, last - first))
-    indices = pa.ListArray.from_arrays(pc.subtract(lists.offsets, first), encoded.indices,
-                                       mask=lists.is_null() if lists.null_count else None)
-    return indices, encoded.dictionary.to_pylist()
 
 
 def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[int], array[int]]:
