@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,12 +129,11 @@ class Frame:
 
 @dataclass(slots=True)
 class Model:
-    """Model objects for the current tables: brokers, partitions and the metadata.version, plus the clock."""
+    """Model objects for the current tables: brokers and the metadata.version, plus the clock (the partitions'
+    registrations are :attr:`Build.partitions`, let go apart from these)."""
 
     mv: MetadataVersion
     cluster: ClusterImage
-    #: (topic id text, partition id) → registration; None when its arrays cannot form one (I1 or bad ids).
-    partitions: dict[tuple[str, int], PartitionRegistration | None]
     uuids: Uuids
     now_offset: int
     now_ms: int | None
@@ -170,11 +169,21 @@ def _current_mv(features: pd.DataFrame) -> MetadataVersion:
 _is_none = functools.partial(operator.is_, None)
 
 
+#: The tables :attr:`Build.model` reads (a frame that uses the model says so in its suite's ``READS``).
+MODEL_TABLES = frozenset({"brokers", "features"})
+
+
 def _model(tables: TableSet) -> Model:
     uuids = Uuids()
     brokers = {int(r.broker_id): _broker_registration(r, uuids) for r in tables.table("brokers").itertuples()}
+    now_offset, now_ms = tables.clock()
+    return Model(mv=_current_mv(tables.table("features")), cluster=ClusterImage(brokers=brokers), uuids=uuids,
+                 now_offset=now_offset, now_ms=now_ms)
+
+
+def _registrations(table: pd.DataFrame, uuids: Uuids) -> dict[tuple[str, int], PartitionRegistration | None]:
     partitions: dict[tuple[str, int], PartitionRegistration | None] = {}
-    for r in table_rows(tables.table("partitions"), *PARTITION_COLUMNS):
+    for r in table_rows(table, *PARTITION_COLUMNS):
         # Each list converted once: the check and the registration read the same values.
         texts = as_texts(r.directories)
         replicas = as_ints(r.replicas)
@@ -182,26 +191,48 @@ def _model(tables: TableSet) -> Model:
         usable = inv.directories_length_ok(replicas, texts) and not any(map(_is_none, dirs))
         partitions[(str(r.topic_id), int(r.partition_id))] = (
             partition_registration(r, replicas, dirs) if usable else None)
-    now_offset, now_ms = tables.clock()
-    return Model(mv=_current_mv(tables.table("features")), cluster=ClusterImage(brokers=brokers),
-                  partitions=partitions, uuids=uuids, now_offset=now_offset, now_ms=now_ms)
+    return partitions
 
 
 @dataclass(slots=True)
 class Build:
     """What frame builders share for one cluster: the tables, the settings, the external inputs, and the model
-    objects (built once, on first use)."""
+    objects (built once, on first use, and held until :meth:`release_all_but` lets them go)."""
 
     tables: TableSet
     settings: QualitySettings
     inputs: ExternalInputs
     _model: Model | None = None
+    _partitions: dict[tuple[str, int], PartitionRegistration | None] | None = None
 
     @property
     def model(self) -> Model:
         if self._model is None:
             self._model = _model(self.tables)
         return self._model
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], PartitionRegistration | None]:
+        """(topic id text, partition id) → the registration of the ``partitions`` table's row; None when its
+        arrays cannot form one (I1, or ids that do not parse). Read with the table: a frame that reads either says
+        ``partitions`` in its suite's ``READS``."""
+        if self._partitions is None:
+            self._partitions = _registrations(self.tables.table("partitions"), self.model.uuids)
+        return self._partitions
+
+    @property
+    def held(self) -> frozenset[str]:
+        """The tables held now (:attr:`TableSet.held`), with ``partitions`` while their registrations are."""
+        return self.tables.held | ({"partitions"} if self._partitions is not None else set())
+
+    def release_all_but(self, keep: Collection[str]) -> None:
+        """Let go of every table not in ``keep`` that was read from the tables' directory — with ``partitions``,
+        their registrations too (a later read reads them again). The frames still to build name what they read
+        (``READS``): at 2 M partitions the partitions' table and registrations and the 6 M replica rows held
+        gigabytes through every frame after their last reader."""
+        self.tables.release_all_but(keep)
+        if "partitions" not in keep:
+            self._partitions = None
 
     def record(self, row: Any) -> Record | None:
         """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should).

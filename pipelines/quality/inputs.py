@@ -141,6 +141,18 @@ class TableSet:
         return int(read_delta(self.tables_dir / "records", self._filters("records"), columns=["offset"]).num_rows)
 
     @property
+    def held(self) -> frozenset[str]:
+        """The tables :meth:`table` holds now (read, or given)."""
+        return frozenset(self._frames)
+
+    def release_all_but(self, keep: Collection[str]) -> None:
+        """Forget every table read through :meth:`table` but ``keep``: a later :meth:`table` reads it again. Given
+        tables (:meth:`with_tables`, :meth:`load_all`) are kept, having nowhere to be read again from."""
+        if not self._injected:
+            for name in [n for n in self._frames if n not in keep]:
+                del self._frames[name]
+
+    @property
     def injected(self) -> bool:
         """Whether some table was given rather than read (:meth:`with_tables`, :meth:`load_all`): another process
         reading the directory would not see it."""

@@ -27,6 +27,10 @@ SKIPS: tuple[Skip, ...] = tuple(s for name in SUITE_NAMES for s in _MODULES[name
 #: Every frame builder, by frame name (a frame may serve expectations of several suites).
 FRAMES: Mapping[str, FrameBuilder] = {frame: builder for name in SUITE_NAMES
                                       for frame, builder in _MODULES[name].FRAMES.items()}
+#: The tables each frame reads through its ``Build``, by frame name (``partitions``: the table and its registrations):
+#: what no frame still to build reads is let go (:func:`_building`).
+READS: Mapping[str, frozenset[str]] = {frame: reads for name in SUITE_NAMES
+                                       for frame, reads in _MODULES[name].READS.items()}
 
 
 def checks_for(suites: Sequence[str]) -> list[Check]:
@@ -80,7 +84,7 @@ def _building(tables: TableSet, names: Sequence[str], settings: QualitySettings,
     """The frames ``names``, built in this process from one :class:`Build` (the tables read once between them),
     one at a time: a frame is not kept here once given."""
     build = Build(tables, settings, inputs)
-    for name in names:
+    for i, name in enumerate(names):
         # The frames are built from millions of small objects (typed records, registrations, rows) while millions
         # more stay alive; the collector's passes walked them again and again — a third of the check's CPU at
         # 200 k partitions (docs/data-quality.md). Reference counting frees them; the frames hold no cycles.
@@ -88,6 +92,9 @@ def _building(tables: TableSet, names: Sequence[str], settings: QualitySettings,
             frame = FRAMES[name](build)
         yield name, frame
         del frame
+        # What no frame still to build reads goes now, not at the end: at 2 M partitions the partitions' table and
+        # registrations (≈ 3 GB) and the replicas' rows lived through every frame after their last reader.
+        build.release_all_but(frozenset().union(*(READS[n] for n in names[i + 1:])))
 
 
 def frames_apart(tables: TableSet, names: Sequence[str], workers: int,

@@ -16,6 +16,7 @@ from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import dir_inventory_rows
 from pipelines.quality.expectations import Check, Skip, column_of, expect_true
 from pipelines.quality.frames import (
+    MODEL_TABLES,
     Build,
     Frame,
     FrameBuilder,
@@ -162,4 +163,10 @@ FRAMES: Mapping[str, FrameBuilder] = {
     "disk_inventory": _f_disk_inventory,
     "registered_on_disk": _f_registered_on_disk,
     "configured_dirs": _f_configured_dirs,
+}
+#: The tables each frame reads through ``Build``.
+READS: Mapping[str, frozenset[str]] = {
+    "disk_inventory": frozenset(),
+    "registered_on_disk": MODEL_TABLES | {"brokers"},
+    "configured_dirs": MODEL_TABLES,
 }

@@ -19,6 +19,7 @@ from jbod_model.records.metadata import (
 from jbod_model.uuid import Uuid
 from pipelines.quality.expectations import Check, Skip, column_of, expect_at_most, expect_true
 from pipelines.quality.frames import (
+    MODEL_TABLES,
     RECORD_COLUMNS,
     Build,
     Frame,
@@ -293,4 +294,12 @@ FRAMES: Mapping[str, FrameBuilder] = {
     "carried_over": _f_carried_over,
     "pending_placements": _f_pending_placements,
     "replica_directory_history": _f_replica_directory_history,
+}
+#: The tables each frame reads through ``Build``.
+READS: Mapping[str, frozenset[str]] = {
+    "broker_directory_history": frozenset({"broker_history"}),
+    "registration_changes": MODEL_TABLES | {"broker_history"},
+    "carried_over": MODEL_TABLES | {"feature_history", "broker_history"},
+    "pending_placements": MODEL_TABLES | {"feature_history", "replica_assignments", "broker_history"},
+    "replica_directory_history": MODEL_TABLES | {"broker_history"},
 }

@@ -134,3 +134,5 @@ def _ints(column: pd.Series) -> list[int | None]:
 FRAMES: Mapping[str, FrameBuilder] = {
     "log_violations": _f_log_violations,
 }
+#: The tables each frame reads through ``Build``.
+READS: Mapping[str, frozenset[str]] = {"log_violations": frozenset()}

@@ -16,6 +16,7 @@ from jbod_model.replicas import OfflineReason
 from jbod_model.uuid import Uuid
 from pipelines.quality.expectations import Check, Skip, column_of, expect_true
 from pipelines.quality.frames import (
+    MODEL_TABLES,
     Build,
     Frame,
     FrameBuilder,
@@ -53,7 +54,7 @@ def _f_replicas(b: Build) -> Frame:
     why: list[str | None] = []
     o: bool | None
     w: str | None
-    partitions = model.partitions
+    partitions = b.partitions
     # What a row says of its own directory is decided once per distinct (broker, directory, state, offline,
     # reason): 6 M rows at 2 M partitions name a few thousand (I13's rule split where its partition enters,
     # ``replica_flags_consistent``). Each row then reads its partition alone.
@@ -141,7 +142,7 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
     """The replicas of the current partitions (those whose registration the model could form) that have no
     ``replica_assignments`` row: key, the partition's directory for it and the partition row's offset, in the
     partitions table's order (a partition listed twice: its first place, its last values)."""
-    registrations = b.model.partitions
+    registrations = b.partitions
     table = b.tables.table("partitions")
     topics: list[str] = []
     partition_ids: list[int] = []
@@ -223,4 +224,9 @@ def _f_offline_intervals(b: Build) -> Frame:
 FRAMES: Mapping[str, FrameBuilder] = {
     "replicas": _f_replicas,
     "offline_intervals": _f_offline_intervals,
+}
+#: The tables each frame reads through ``Build`` (``partitions``: the table and ``Build.partitions``).
+READS: Mapping[str, frozenset[str]] = {
+    "replicas": MODEL_TABLES | {"replica_assignments", "partitions"},
+    "offline_intervals": frozenset({"replica_assignments"}),
 }

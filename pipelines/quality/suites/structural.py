@@ -21,6 +21,7 @@ from jbod_model.records.metadata import (
 )
 from pipelines.quality.expectations import Check, Skip, column_of, expect_not_in, expect_true
 from pipelines.quality.frames import (
+    MODEL_TABLES,
     PARTITION_COLUMNS,
     RECORD_COLUMNS,
     Build,
@@ -76,12 +77,13 @@ def _f_partitions(b: Build) -> Frame:
     # changes (fenced, a disk gone): the sample also shows since when the leader's registration is as it is.
     broker_since = {int(r.broker_id): optional_int(r.since_offset) for r in b.tables.table("brokers").itertuples()}
     table = b.tables.table("partitions")
+    registrations = b.partitions
     # Built a column at a time (a dict per row held 2 M of them at 2 M partitions).
     columns: dict[str, list[Any]] = {name: [] for name in (*_PARTITION_CHECKS.values(), "replicas", "isr", "leader",
                                                            "leader_broker_since_offset", "directories")}
     put = [columns[name].append for name in columns]
     for r in table_rows(table, *PARTITION_COLUMNS):
-        part = model.partitions.get((str(r.topic_id), int(r.partition_id)))
+        part = registrations.get((str(r.topic_id), int(r.partition_id)))
         replicas, texts = as_ints(r.replicas), as_texts(r.directories)
         # Predicates that ignore directories still apply to a row whose directory array is broken.
         bare = part if part is not None else partition_registration(r, replicas, ())
@@ -216,4 +218,12 @@ FRAMES: Mapping[str, FrameBuilder] = {
     "broker_directories": _f_broker_directories,
     "replay_faults": _f_replay_faults,
     "records": _f_records,
+}
+#: The tables each frame reads through ``Build`` (``partitions``: the table and ``Build.partitions``).
+READS: Mapping[str, frozenset[str]] = {
+    "partitions": MODEL_TABLES | {"partitions", "brokers"},
+    "brokers": MODEL_TABLES | {"brokers"},
+    "broker_directories": frozenset({"brokers"}),
+    "replay_faults": frozenset({"replay_faults"}),
+    "records": frozenset(),
 }

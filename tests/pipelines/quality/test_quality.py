@@ -24,6 +24,7 @@ import pytest
 from test_quality_support import (
     DEMO_CLUSTER,
     SYNTHETIC,
+    bad_logs,
     demo_lakehouse,
     demo_log,
     record_row,
@@ -76,7 +77,7 @@ from pipelines.quality import (
     column_of,
 )
 from pipelines.quality.frames import Build
-from pipelines.quality.suites import frames_apart
+from pipelines.quality.suites import READS, frames_apart, frames_as_built
 
 ORDERS = "KfaKMz6vRniukx00uvRwwA"
 PAYMENTS = "jVaGuYd1RguOT2X2Imx41g"
@@ -757,6 +758,51 @@ def test_each_frame_is_validated_as_soon_as_it_is_built_and_then_let_go(runner: 
         0 if skipped[name] else len({c.suite for c in CHECKS if c.frame == name}))]
     assert events == expected and not all(skipped.values())
     assert failed(results) == set()
+
+
+@pytest.mark.parametrize("cluster", ["synthetic", "stuck-unassigned"])
+def test_each_table_is_read_once_and_let_go_once_no_frame_still_to_build_reads_it(
+        cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame's ``READS`` name every table it reads through its ``Build`` (and ``partitions`` when it reads their
+    registrations); once a frame is validated, what no frame still to build reads is let go — at 2 M partitions
+    the partitions' table and registrations and the 6 M replica rows held gigabytes through every later frame —
+    and no table is read twice. The stuck placement reaches the pending placements' read of ``broker_history``."""
+    if cluster == "synthetic":
+        synthetic_lakehouse(tmp_path)
+    else:
+        write_lakehouse(tmp_path, cluster, bad_logs()[cluster])
+    tables = TableSet(cluster, tmp_path)
+    building: list[str] = []
+    used: dict[str, set[str]] = {}
+    misses: Counter[str] = Counter()
+    table, registrations = TableSet.table, Build.partitions
+
+    def read(self: TableSet, name: str) -> Any:
+        used[building[-1]].add(name)
+        misses[name] += name not in self.held
+        return table(self, name)
+
+    def partitions(self: Build) -> Any:
+        used[building[-1]].add("partitions")
+        return registrations.fget(self)  # type: ignore[attr-defined]
+    monkeypatch.setattr(TableSet, "table", read)
+    monkeypatch.setattr(Build, "partitions", property(partitions))
+    names = list(dict.fromkeys(c.frame for c in CHECKS))
+    for name, builder in dict(FRAMES).items():
+        def watched(build: Build, builder: Callable[[Any], Any] = builder, name: str = name) -> Any:
+            later = frozenset().union(*(READS[n] for n in names[names.index(name):]))
+            assert build.held <= later, f"{sorted(build.held - later)} held when {name} is built"
+            building.append(name)
+            used[name] = set()
+            return builder(build)
+        monkeypatch.setitem(FRAMES, name, watched)  # type: ignore[arg-type]
+    for _ in frames_as_built(tables, CHECKS):
+        pass
+    assert building == names
+    assert {name: sorted(used[name] - READS[name]) for name in names} == {name: [] for name in names}
+    assert misses and max(misses.values()) == 1, misses
+    assert tables.held == frozenset()
+    assert {"partitions", "replica_assignments", "broker_history"} <= set(misses)
 
 
 def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: Path) -> None:

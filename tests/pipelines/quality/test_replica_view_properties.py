@@ -37,11 +37,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> TableSet:
                                                          "records"])
 
 
-def _row_by_rule(model: Model, row: Any, second: bool) -> tuple[bool | None, str | None]:
+def _row_by_rule(model: Model, partitions: dict[tuple[str, int], Any], row: Any,
+                 second: bool) -> tuple[bool | None, str | None]:
     """The verdict on one row, the straightforward way: a ReplicaState per row, through the reference rule."""
     pk = (str(row.topic_id), int(row.partition_id))
-    part = model.partitions.get(pk)
-    if part is None and pk in model.partitions:
+    part = partitions.get(pk)
+    if part is None and pk in partitions:
         return None, "the partition's directories are broken (I1)"
     if second:
         return False, "a second row for this replica"
@@ -100,8 +101,8 @@ def test_each_rows_verdict_is_the_rules_row_by_row(demo: TableSet, edits: list[t
                   ExternalInputs())
     frame = FRAMES["replicas"](build).data
     again = edited.duplicated(["topic_id", "partition_id", "broker_id"], keep="first").tolist()
-    expected = [_row_by_rule(build.model, row, second) for row, second in zip(edited.itertuples(), again,
-                                                                                strict=True)]
+    expected = [_row_by_rule(build.model, build.partitions, row, second)
+                for row, second in zip(edited.itertuples(), again, strict=True)]
     view = column_of("I13.replica_view_matches")
     got = [(None if pd.isna(ok) else bool(ok), None if pd.isna(why) else why)
            for ok, why in zip(frame[view].iloc[:len(edited)], frame["why"].iloc[:len(edited)], strict=True)]
