@@ -4,10 +4,10 @@ I12), a replica's directory was registered by its broker at some earlier offset 
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from jbod_model import invariants as inv
@@ -251,36 +251,50 @@ def _f_replica_directory_history(b: Build) -> Frame:
     for (owner, text), offset in first.items():
         registered.setdefault(int(owner), []).append((int(offset), str(text)))
         owners.setdefault(str(text), set()).add(int(owner))
-    # What a broker had registered by an offset is one of few sets (one per directory it ever listed): built once
-    # each, found by bisecting the offsets, not rebuilt for each of a large cluster's millions of placements.
     for listed in registered.values():
         listed.sort()
-    firsts = {owner: [offset for offset, _ in listed] for owner, listed in registered.items()}
+    firsts = {owner: np.array([offset for offset, _ in listed], dtype=np.int64)
+              for owner, listed in registered.items()}
+    # Placeholders (and unreadable ids, which I13's view check reports) are not judged: dropped by category.
+    category = placed["directory"].cat
+    judged = np.array([(d := uuids.get(t)) is not None and not is_reserved(d) for t in category.categories] + [False])
+    placed = placed[judged[category.codes.to_numpy()]]  # a null's code is -1: the last entry
+    brokers = placed["broker_id"].to_numpy(dtype=np.int64)
+    offsets = placed["valid_from_offset"].to_numpy(dtype=np.int64)
+    directories = placed["directory"].cat.codes.to_numpy(dtype=np.int64)
+    # What a broker had registered by a placement's offset is one of few sets (one per directory it ever listed):
+    # each placement's is named by how many of its broker's first listings are at or before it (one search per
+    # broker), each set built once, not for each of a large cluster's millions of placements.
+    upto = np.zeros(len(placed), dtype=np.int64)
+    for broker in np.unique(brokers).tolist():
+        rows = np.flatnonzero(brokers == broker)
+        upto[rows] = np.searchsorted(firsts.get(broker, np.empty(0, np.int64)), offsets[rows], side="right")
+    # The verdict and its reason depend on (broker, directory, that count) alone: decided once per distinct triple
+    # (millions of placements at 2 M partitions, a few thousand triples), by the model's rule.
+    triples = pd.MultiIndex.from_arrays([brokers, directories, upto])
+    which, distinct = pd.factorize(triples)
     prefixes: dict[tuple[int, int], frozenset[Uuid]] = {}
-    # Built a column at a time (a dict per placement held millions of them at 2 M partitions).
-    names = ("topic_id", "topic_name", "partition_id", "broker_id", "directory", "offset",
-             column_of("I21.directory_registered_by_broker"), "why")
-    columns: dict[str, list[Any]] = {name: [] for name in names}
-    put = [columns[name].append for name in names]
-    for r in table_rows(placed, "topic_id", "topic_name", "partition_id", "broker_id", "directory",
-                        "valid_from_offset"):
-        d = uuids.get(r.directory)
-        if d is None or is_reserved(d):
-            continue  # placeholders (and unreadable ids, which I13's view check reports)
-        broker, at = int(r.broker_id), int(r.valid_from_offset)
-        upto = (broker, bisect.bisect_right(firsts.get(broker, ()), at))
-        ever = prefixes.get(upto)
+    verdicts: list[bool] = []
+    reasons: list[str | None] = []
+    texts = category.categories
+    for broker_cell, code, count_cell in distinct:
+        broker, count, text = int(broker_cell), int(count_cell), str(texts[code])
+        d = uuids.get(text)
+        assert d is not None  # judged above
+        ever = prefixes.get((broker, count))
         if ever is None:
-            ever = prefixes[upto] = frozenset(x for _, t in registered.get(broker, [])[:upto[1]]
-                                              if (x := uuids.get(t)) is not None)
+            ever = prefixes[(broker, count)] = frozenset(
+                x for _, t in registered.get(broker, [])[:count] if (x := uuids.get(t)) is not None)
         ok = inv.replica_directory_registered(d, ever)
-        why = None
-        if not ok:
-            others = sorted(owners.get(str(r.directory), set()) - {broker})
-            why = f"only broker(s) {others} registered it" if others else "no broker registered it"
-        for add, value in zip(put, (r.topic_id, r.topic_name, r.partition_id, broker, r.directory, at, ok, why),
-                              strict=True):
-            add(value)
+        verdicts.append(ok)
+        others = sorted(owners.get(text, set()) - {broker})
+        reasons.append(None if ok else f"only broker(s) {others} registered it" if others
+                       else "no broker registered it")
+    columns = {"topic_id": placed["topic_id"].to_numpy(), "topic_name": placed["topic_name"].to_numpy(),
+               "partition_id": placed["partition_id"].to_numpy(dtype=np.int64), "broker_id": brokers,
+               "directory": placed["directory"].to_numpy(), "offset": offsets,
+               column_of("I21.directory_registered_by_broker"): np.array(verdicts, dtype=bool)[which],
+               "why": np.array(reasons, dtype=object)[which]}
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "broker_id": "Int64",
             "directory": "string", "offset": "Int64", "I21_directory_registered_by_broker": "boolean", "why": "string"}
     return Frame("replica_directory_history", make_columns_frame(columns, cols),
