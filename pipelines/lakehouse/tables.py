@@ -569,15 +569,18 @@ def _engine() -> QueryBuilder:
     return QueryBuilder(_ENGINE_SETTINGS)
 
 
-def _run(table: DeltaTable, name: str, sql: str) -> pa.Table:
+def _run(table: DeltaTable, name: str, sql: str, encoded: Collection[str] = ()) -> pa.Table:
     """``sql`` over ``table`` registered as ``name``, its result with :func:`plain_types`, cast a batch at a time as
     DataFusion streams it: cast whole, the ``string_view`` result and its copy were both held — the 2 M partitions'
     latest registrations peaked at 4.4 GB for a 0.3 GB answer (docs/performance.md, "The tables' reads a batch at a
-    time")."""
+    time"). The text columns ``encoded`` come dictionary-encoded, each batch as it arrives, one dictionary over the
+    batches: a history naming a few thousand topics and disks in 21 M versions never holds their texts."""
     reader = pa.RecordBatchReader.from_stream(_engine().register(name, table).execute(sql))
-    schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in reader.schema])
+    schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string()) if f.name in encoded
+                                 else _plain(f.type), f.nullable) for f in reader.schema])
     same = schema == reader.schema
-    return pa.Table.from_batches([b if same else _owned(b, schema) for b in reader], schema)
+    read = pa.Table.from_batches([b if same else _owned(b, schema) for b in reader], schema)
+    return read.unify_dictionaries() if encoded else read
 
 
 def _owned(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -587,7 +590,8 @@ def _owned(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     the cast had copied included: 2 GB beside the 1.65 GB of the 2 M partitions' versions (docs/performance.md,
     "The report's memory")."""
     return pa.RecordBatch.from_arrays(
-        [pa.concat_arrays([column.cast(field.type)]) for column, field in zip(batch.columns, schema, strict=True)],
+        [pc.dictionary_encode(column.cast(field.type.value_type)) if pa.types.is_dictionary(field.type)
+         else pa.concat_arrays([column.cast(field.type)]) for column, field in zip(batch.columns, schema, strict=True)],
         schema=schema)
 
 
@@ -861,6 +865,13 @@ def _rank(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A text column as each value's rank among its distinct values (ascending, as Arrow sorts text: bytewise; a
     null stays null), any other column as it is: sorting by the ranks orders the rows as sorting by the text does,
     and a stable sort leaves ties in the same order."""
+    if pa.types.is_dictionary(column.type):
+        # Ranked by its dictionary (one for every chunk: :func:`_run`'s), never decoded.
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        if not chunks:
+            return column.cast(pa.uint64())
+        rank = pc.rank(chunks[0].dictionary, sort_keys="ascending", tiebreaker="first")
+        return pa.chunked_array([rank.take(c.indices) for c in chunks], rank.type)
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return column
     encoded = pc.dictionary_encode(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
@@ -1028,14 +1039,15 @@ def entity_version_rows(tables_dir: str | Path, entity: Entity, cluster: str, as
 
 
 def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Sequence[str] | None = None,
-                  where: str | None = None) -> pa.Table:
+                  where: str | None = None, encoded: Collection[str] = ()) -> pa.Table:
     """A history table's rows of ``cluster``, every column (or ``columns``; the key and the interval's offsets come
     too), of the keys ``where`` (a SQL condition on key columns, pushed down to the scan) selects — the rows
     :func:`resolved_sql`'s view gives (read through :func:`query`), derived from the stored rows without the
     view's window functions: sorted by key and start (:func:`_key_breaks`), an open row's end (offset and time) is
     the start of its key's next stored row (a later change, or a :data:`REMOVED` row, which is no version itself);
     a stored end stays as stored. The view's LEAD over every open row of the changed keys took 14 s for the 2.5 M
-    replica versions at 200 k partitions. Ordered by key, then start (the view's order is the engine's)."""
+    replica versions at 200 k partitions. Ordered by key, then start (the view's order is the engine's). The text
+    columns ``encoded`` come dictionary-encoded (:func:`_run`)."""
     entity, current = VERSIONED[table]
     if current:
         raise InputError(f"{table} is a current table, not a history table")
@@ -1048,7 +1060,7 @@ def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Seq
     wanted = [*schema.names, *([lo_time] if hi_time in schema.names and lo_time not in schema.names else []), REMOVED]
     condition = f"cluster_id = {_lit(cluster)}" + ("" if where is None else f" AND ({where})")
     read = _run(_stored(tables_dir, table), "stored", f"SELECT {', '.join(_quote(c) for c in wanted)} FROM stored "
-                                                     f"WHERE {condition}")
+                                                     f"WHERE {condition}", encoded)
     if read.num_rows == 0:
         return read.select(schema.names)
     types = read.select(schema.names).schema

@@ -72,8 +72,8 @@ class TableSet:
             frame = (frame if topics is None else frame[frame["topic_id"].isin(list(topics))])[wanted]
             return _lexical_categories(frame.astype(dict.fromkeys(categories, "category")), categories)
         where = None if topics is None else f"topic_id IN ({', '.join(sorted(map(_sql_literal, topics))) or 'NULL'})"
-        read = history_table(self.tables_dir, name, self.cluster_id, wanted, where).select(wanted)
-        # Dictionary-encoded by Arrow: the cells never become Python strings.
+        # Dictionary-encoded batch by batch as read: the texts are never held whole, nor become Python strings.
+        read = history_table(self.tables_dir, name, self.cluster_id, wanted, where, encoded=categories).select(wanted)
         return _lexical_categories(read.to_pandas(categories=list(categories)), categories)
 
     def _filters(self, name: str) -> list[tuple[str, str, Any]]:

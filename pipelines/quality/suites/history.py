@@ -271,8 +271,8 @@ def _f_replica_directory_history(b: Build) -> Frame:
         upto[rows] = np.searchsorted(firsts.get(broker, np.empty(0, np.int64)), offsets[rows], side="right")
     # The verdict and its reason depend on (broker, directory, that count) alone: decided once per distinct triple
     # (millions of placements at 2 M partitions, a few thousand triples), by the model's rule.
-    triples = pd.MultiIndex.from_arrays([brokers, directories, upto])
-    which, distinct = pd.factorize(triples)
+    which, distinct = (pd.factorize(pd.MultiIndex.from_arrays([brokers, directories, upto])) if len(placed)
+                       else (np.empty(0, np.int64), []))
     prefixes: dict[tuple[int, int], frozenset[Uuid]] = {}
     verdicts: list[bool] = []
     reasons: list[str | None] = []

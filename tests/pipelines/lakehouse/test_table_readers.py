@@ -419,3 +419,35 @@ def test_keys_that_do_not_pack_are_sorted_by_arrow_alike(tmp_path: Path, monkeyp
     packed = read()
     monkeypatch.setattr(tables, "_packed_order", lambda keys, start: None)
     assert read() == packed
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_history_texts_read_encoded_are_the_same_rows_in_the_same_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packed: bool) -> None:
+    """A history's text columns read dictionary-encoded batch by batch (``encoded``; what ``jbod check`` reads the
+    21 M replica versions of a 2 M-partition cluster with) are the plain read's rows, in its order — topics sorted by
+    their text, not by when a batch first met them — with the packed sort and with Arrow's."""
+    from pipelines.lakehouse import tables
+
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=80)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "c", log, batch_size=7)
+    if not packed:
+        monkeypatch.setattr(tables, "_packed_order", lambda keys, start: None)
+    batches: list[int] = []
+    owned = tables._owned
+
+    def counted(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+        batches.append(batch.num_rows)
+        return owned(batch, schema)
+    monkeypatch.setattr(tables, "_owned", counted)
+    for name, texts in (("replica_assignment_history", ("topic_id", "topic_name", "directory")),
+                        ("partition_history", ("topic_id", "topic_name")),
+                        ("offline_replicas", ("topic_id", "directory"))):
+        plain = history_table(tmp_path, name, "c")
+        batches.clear()
+        encoded = history_table(tmp_path, name, "c", encoded=texts)
+        assert all(pa.types.is_dictionary(encoded.schema.field(t).type) for t in texts), name
+        assert len(batches) > 1, "several batches, each encoded as it came, one dictionary over them"
+        decoded = pa.table({c: encoded.column(c).cast(plain.schema.field(c).type) for c in plain.column_names})
+        assert decoded.to_pylist() == plain.to_pylist(), name
+        assert len(set(plain.column("topic_id").to_pylist())) > 2
