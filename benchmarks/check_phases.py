@@ -15,35 +15,18 @@ Compare two checkouts by running this file with ``PYTHONPATH=<checkout>``. Not p
 from __future__ import annotations
 
 import argparse
-import functools
-import resource
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
+
+from phases import say, watch  # beside this script (run as a script, like every benchmark)
 
 from pipelines.cli.main import app
 from pipelines.quality import frames, runner, suites
 from pipelines.quality.inputs import TableSet
 
-STARTED = time.perf_counter()
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _say(what: str) -> None:
-    print(f"{time.perf_counter() - STARTED:7.1f} s  {what:<60} rss {_rss_mb():6.0f} MB  peak {_peak_mb():6.0f} MB",
-          file=sys.stderr, flush=True)
+#: The label's column: frame names are long.
+WIDTH = 60
 
 
 def _held(tables: TableSet) -> str:
@@ -55,25 +38,13 @@ def _held(tables: TableSet) -> str:
 def _watched_frames() -> None:
     for name, build in list(suites.FRAMES.items()):
         def built(b: Any, build: Callable[..., Any] = build, name: str = name) -> Any:
-            _say(f"  {_held(b.tables)}")
+            say(f"  {_held(b.tables)}", WIDTH)
             before = b.tables.held
             frame = build(b)
             read = sorted(b.tables.held - before)
-            _say(f"frame {name}" + (f" (read {', '.join(read)})" if read else ""))
+            say(f"frame {name}" + (f" (read {', '.join(read)})" if read else ""), WIDTH)
             return frame
         suites.FRAMES[name] = built  # type: ignore[index]
-
-
-def _watch(owner: Any, name: str, label: Callable[..., str]) -> None:
-    function: Callable[..., Any] = getattr(owner, name)
-
-    @functools.wraps(function)
-    def watched(*args: Any, **kwargs: Any) -> Any:
-        result = function(*args, **kwargs)
-        _say(label(*args, **kwargs))
-        return result
-
-    setattr(owner, name, watched)
 
 
 def main() -> None:
@@ -83,8 +54,9 @@ def main() -> None:
     parser.add_argument("--suites", nargs="*")
     args = parser.parse_args()
     _watched_frames()
-    _watch(frames, "_model", lambda tables: "the model (Build.model)")
-    _watch(runner, "_validated", lambda cluster, r, suite, frame, *rest: f"  validated {suite} on {frame.name}")
+    watch(frames, "_model", lambda tables: "the model (Build.model)", WIDTH)
+    watch(runner, "_validated", lambda cluster, r, suite, frame, *rest: f"  validated {suite} on {frame.name}",
+          WIDTH)
     sys.argv = ["jbod", "check", "--tables", args.tables, "--no-docs", "--json",
                 *(["--cluster", args.cluster] if args.cluster else []),
                 *[a for s in args.suites or () for a in ("--suite", s)]]
@@ -95,7 +67,7 @@ def main() -> None:
         if e.code not in (0, 1, None):
             raise
     finally:
-        _say("end")
+        say("end", WIDTH)
 
 
 if __name__ == "__main__":

@@ -15,50 +15,15 @@ two checkouts by running this file with ``PYTHONPATH=<checkout>``. Not part of t
 from __future__ import annotations
 
 import argparse
-import functools
-import resource
 import sys
-import time
-from collections.abc import Callable
-from typing import Any
+
+from phases import say, watch  # beside this script (run as a script, like every benchmark)
 
 import jbod_model.report as model_report
 import pipelines.cli.report as cli_report
 from pipelines.cli.main import app
 from pipelines.lakehouse import tables
 from pipelines.report import load, render
-
-STARTED = time.perf_counter()
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _say(what: str) -> None:
-    print(f"{time.perf_counter() - STARTED:7.1f} s  {what:<40} rss {_rss_mb():6.0f} MB  peak {_peak_mb():6.0f} MB",
-          file=sys.stderr, flush=True)
-
-
-def _watch(owner: Any, name: str, label: str) -> None:
-    """Print the RSS and the peak when ``owner.name`` returns."""
-    function: Callable[..., Any] = getattr(owner, name)
-
-    @functools.wraps(function)
-    def watched(*args: Any, **kwargs: Any) -> Any:
-        result = function(*args, **kwargs)
-        _say(label)
-        return result
-
-    setattr(owner, name, watched)
 
 
 def main() -> None:
@@ -77,7 +42,7 @@ def main() -> None:
             (tables, "metadata_image", "image"),
             (cli_report, "build_report", "build_report"),
             (render, "report_to_json", "JSON document (its lists still to make)")):
-        _watch(owner, name, label)
+        watch(owner, name, label)
     sys.argv = ["jbod", "report", "--tables", args.tables, "--json",
                 *(["--cluster", args.cluster] if args.cluster else []),
                 *(["--as-of-offset", str(args.as_of_offset)] if args.as_of_offset is not None else [])]
@@ -88,7 +53,7 @@ def main() -> None:
         if e.code:
             raise
     finally:
-        _say("end (the JSON written)")
+        say("end (the JSON written)")
 
 
 if __name__ == "__main__":
