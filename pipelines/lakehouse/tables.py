@@ -588,7 +588,7 @@ def _owned(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     from DataFusion is released whole, and only once the last of its columns is: a column the cast leaves as it is
     (the integers), or a list whose offsets the cast reuses, kept every buffer of the batch alive — the string views
     the cast had copied included: 2 GB beside the 1.65 GB of the 2 M partitions' versions (docs/performance.md,
-    "The report's memory")."""
+    "The report's memory"). A column ``schema`` gives a dictionary type is cast to its text, then encoded."""
     return pa.RecordBatch.from_arrays(
         [pc.dictionary_encode(column.cast(field.type.value_type)) if pa.types.is_dictionary(field.type)
          else pa.concat_arrays([column.cast(field.type)]) for column, field in zip(batch.columns, schema, strict=True)],
@@ -866,10 +866,9 @@ def _rank(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     null stays null), any other column as it is: sorting by the ranks orders the rows as sorting by the text does,
     and a stable sort leaves ties in the same order."""
     if pa.types.is_dictionary(column.type):
-        # Ranked by its dictionary (one for every chunk: :func:`_run`'s), never decoded.
+        # Ranked by its dictionary (one for every chunk: :func:`_run`'s), never decoded. Rows are only sorted when
+        # there are some (:func:`_key_order`), so there is a first chunk.
         chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        if not chunks:
-            return column.cast(pa.uint64())
         rank = pc.rank(chunks[0].dictionary, sort_keys="ascending", tiebreaker="first")
         return pa.chunked_array([rank.take(c.indices) for c in chunks], rank.type)
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):

@@ -287,7 +287,9 @@ class TablePartitions:
         texts: list[str] = []
         for c in self._LISTS:
             values, firsts, distinct = _gathered(read.column(c), rows, encoded=c == "directories")
-            lists[c], texts = (values, firsts), distinct or texts
+            lists[c] = (values, firsts)
+            if c == "directories":
+                texts = distinct
             read = read.drop_columns([c])
         self._lists = tuple(lists[c] for c in self._LISTS)
         self._directory_ids = [Uuid.from_string(d) for d in texts]
