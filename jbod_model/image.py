@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Final
+from typing import Final, TypeVar
 
 from jbod_model.directory_id import MIGRATING, is_online, migrating_array
 from jbod_model.errors import InputError, ReplayFault
@@ -34,6 +34,8 @@ from jbod_model.slots import slot_constructor
 from jbod_model.uuid import Uuid
 
 LossHandler = Callable[[str], None]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 def raise_on_loss(what: str) -> None:
@@ -255,13 +257,34 @@ def _default_to_migrating(dirs: tuple[Uuid, ...], replica_count: int) -> tuple[U
     return dirs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TopicImage:
-    """Mirrors ``org.apache.kafka.image.TopicImage``."""
+    """Mirrors ``org.apache.kafka.image.TopicImage``. ``partitions`` is a dict or, once replay has changed the topic, a
+    persistent map (``MetadataDelta.apply``); two topic images are equal when their partitions are, whichever kind
+    holds them."""
 
     name: str
     id: Uuid
     partitions: Mapping[int, PartitionRegistration] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopicImage):
+            return NotImplemented
+        return self.name == other.name and self.id == other.id and _same_mapping(self.partitions, other.partitions)
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass's own eq would leave it: partitions are unhashable
+
+
+def _same_mapping(a: Mapping[_K, _V], b: Mapping[_K, _V]) -> bool:
+    """Mapping equality across kinds: a dict never equals a persistent map of the same items under ``==``."""
+    if a is b:
+        return True
+    if type(a) is type(b):
+        return a == b
+    if len(a) != len(b):
+        return False
+    missing = object()
+    return all(b.get(k, missing) == v for k, v in a.items())
 
 
 @dataclass(frozen=True, slots=True)

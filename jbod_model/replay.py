@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from immutables import Map as PersistentMap
+
 from jbod_model.errors import InputError, ReplayFault
 from jbod_model.gaps import absorb as absorb_gap_consequence
 from jbod_model.gaps import current_gap
@@ -84,6 +86,20 @@ class _TopicChange:
         if part is None and self.base is not None:
             part = self.base.get(partition_id)
         return part
+
+
+def _partitions_after(base: Mapping[int, PartitionRegistration] | None,
+                      changed: Mapping[int, PartitionRegistration]) -> Mapping[int, PartitionRegistration]:
+    """A topic's partitions after a delta: ``base`` with ``changed`` laid over it, as a new persistent map that shares
+    every untouched entry with ``base`` (Kafka's ``TopicDelta.apply`` builds the new ``TopicImage`` the same way, on
+    ``ImmutableMap``: a hash array mapped trie). The delta may keep replaying after ``apply``, and an image never
+    changes, so nothing here is mutated. Copying the topic's whole dict instead cost every batch of a long log each
+    touched topic's size, however little the batch changed: at 200 k partitions, a sixth of the log suite's replay."""
+    if isinstance(base, PersistentMap):
+        return base.update(changed)
+    # A dict from a snapshot, the tables or an image built by hand (or a state-backed mapping): converted once, and
+    # every later batch's change of the topic updates the persistent map.
+    return PersistentMap(base or {}).update(changed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,8 +424,7 @@ class MetadataDelta:
             for topic_id, change in self._topics.items():
                 if change.base is not None and not change.changed:
                     continue
-                # A fresh dict: the delta may keep replaying after apply(), and an image must never change.
-                partitions = {**(change.base or {}), **change.changed}
+                partitions = _partitions_after(change.base, change.changed)
                 by_id[topic_id] = TopicImage(name=change.name, id=topic_id, partitions=partitions)
                 by_name[change.name] = topic_id
             topics = TopicsImage(by_id=by_id, by_name=by_name)

@@ -7,13 +7,21 @@ record, because a replay fault is reported to a person who has to find the recor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from jbod_model.directory_id import LOST, MIGRATING, UNASSIGNED, DirectoryState, is_online
 from jbod_model.errors import ReplayFault
 from jbod_model.gaps import GapConsequences
-from jbod_model.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, PartitionRegistration
+from jbod_model.image import (
+    EMPTY_IMAGE,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import record_from_json
@@ -613,6 +621,38 @@ class TestDeltaBookkeeping:
         second = delta.apply()
         assert (the_partition(first).leader, the_partition(first).leader_epoch) == (2, 1)
         assert (the_partition(second).leader, the_partition(second).leader_epoch) == (1, 2)
+
+    def test_a_changed_topic_shares_its_untouched_partitions_with_the_image_before(self) -> None:
+        # Kafka's TopicDelta.apply builds the new topic on a persistent map: a batch costs what it changes, not the
+        # topic's size. The image before keeps every partition as it was; the one after shares the untouched ones.
+        replayed = replay_records(cluster(*(part([1, 2], [D1, D2], pid=p) for p in range(40))))
+        # As the tables or a snapshot give it: a plain dict, which the first change converts.
+        before = replace(replayed, topics=TopicsImage(
+            by_id={T1: TopicImage(name="foo", id=T1, partitions=dict(replayed.topics.by_id[T1].partitions))},
+            by_name={"foo": T1}))
+        delta = MetadataDelta(before)
+        delta.replay(pcr(pid=7, leader=2), 100)
+        after = delta.apply()
+        delta.replay(pcr(pid=8, leader=2), 101)
+        later = delta.apply()
+        assert all(the_partition(after, pid=pid) is the_partition(before, pid=pid) for pid in range(40) if pid != 7)
+        assert the_partition(after, pid=7).leader == 2 and the_partition(before, pid=7).leader == 1
+        assert the_partition(after, pid=8).leader == 1 and the_partition(later, pid=8).leader == 2
+        assert the_partition(later, pid=7) is the_partition(after, pid=7)
+        assert [len(i.topics.by_id[T1].partitions) for i in (before, after, later)] == [40, 40, 40]
+
+    def test_topic_images_are_equal_by_their_partitions_whatever_mapping_holds_them(self) -> None:
+        replayed = replay_records([*cluster(part([1, 2], [D1, D2])), pcr(leader=2)])
+        topic_image = replayed.topics.by_id[T1]
+        as_dict = TopicImage(name=topic_image.name, id=T1, partitions=dict(topic_image.partitions))
+        assert type(as_dict.partitions) is not type(topic_image.partitions)  # replay left a persistent map
+        assert as_dict == topic_image and topic_image == as_dict
+        assert replayed == replace(replayed, topics=TopicsImage(by_id={T1: as_dict}, by_name={"foo": T1}))
+        other = replay_records([*cluster(part([1, 2], [D1, D2])), pcr(leader=2), pcr(isr=(2,))])
+        assert other.topics.by_id[T1] != as_dict and as_dict != other.topics.by_id[T1]
+        fewer = TopicImage(name="foo", id=T1, partitions={})
+        assert fewer != topic_image and topic_image != fewer
+        assert TopicImage(name="bar", id=T1, partitions=dict(topic_image.partitions)) != topic_image
 
     def test_a_partition_is_looked_up_as_the_records_replayed_so_far_left_it(self) -> None:
         base = replay_records(cluster(part([1, 2], [D1, D2])))
