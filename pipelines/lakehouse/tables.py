@@ -746,7 +746,12 @@ def clusters(tables_dir: str | Path) -> list[str]:
 
 
 def resolve_cluster(tables_dir: str | Path, cluster: str | None) -> str:
-    """``cluster`` checked against the tables, or the only cluster they hold when None."""
+    """``cluster`` checked against the tables, or the only cluster they hold when None. A named cluster is looked for,
+    not listed with every other: a fleet's cluster report asks this of several readers, and listing the clusters of
+    50 in shared files was a scan of every record's cluster id each time (0.7 s of a 20 k cluster's 6.7 s)."""
+    if cluster is not None and query(tables_dir, "records", f"SELECT cluster_id FROM t WHERE cluster_id = "
+                                                           f"{_lit(cluster)} LIMIT 1").num_rows:
+        return cluster
     known = clusters(tables_dir)
     if not known:
         raise InputError(f"{tables_dir} holds no cluster yet: its records table is empty (run `jbod run` first, "
@@ -950,15 +955,21 @@ PIECE_STORED_ROWS = 2_000_000
 
 def _key_ranges(stored: DeltaTable, key: str, where: str) -> list[Callable[[str], str]]:
     """Conditions (on a table alias with its dot, e.g. ``"s."``) that cut the stored rows ``where`` selects into
-    consecutive ranges of the text column ``key``, about :data:`PIECE_STORED_ROWS` stored rows each by the table's
-    own count, in Arrow's (bytewise) order of ``key`` — the order :func:`_last_rows` puts its first key in, so the
-    pieces' rows concatenated are in key order too. One range (no condition) for a smaller table or a key that is
-    not text."""
+    consecutive ranges of the text column ``key``, about :data:`PIECE_STORED_ROWS` of those rows each, in Arrow's
+    (bytewise) order of ``key`` — the order :func:`_last_rows` puts its first key in, so the pieces' rows
+    concatenated are in key order too. One range (no condition) for a smaller table, or a key that is
+    not text, or a cluster whose own rows are few: a fleet's table holds every cluster's rows, and cutting one small
+    cluster's read into ranges read the whole table once a range."""
     rows = sum(pa.table(stored.get_add_actions(flatten=True)).column("num_records").to_pylist())
     whole: list[Callable[[str], str]] = [lambda row: ""]
     if rows <= PIECE_STORED_ROWS or _plain(pa.schema(stored.schema().to_arrow()).field(key).type) != pa.string():
         return whole
-    values = _run(stored, "stored", f"SELECT DISTINCT {_quote(key)} AS v FROM stored WHERE {where}").column("v")
+    counted = _run(stored, "stored", f"SELECT {_quote(key)} AS v, COUNT(*) AS n FROM stored WHERE {where} "
+                                     f"GROUP BY {_quote(key)}")
+    rows = int(pc.sum(counted.column("n")).as_py() or 0)
+    if rows <= PIECE_STORED_ROWS:
+        return whole
+    values = counted.column("v")
     values = values.take(pc.sort_indices(values)).drop_null().to_pylist()
     count = min(len(values), -(-rows // PIECE_STORED_ROWS))
     if count <= 1:

@@ -401,6 +401,52 @@ def test_a_large_table_is_read_a_range_of_topics_at_a_time(tmp_path: Path, monke
     assert max(pieces) >= 3  # the partitions and replicas came a topic range at a time
 
 
+def test_a_small_cluster_of_a_large_fleet_table_is_read_in_one_piece(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges count the cluster's own stored rows, not the table's: a fleet's table holds every cluster's, and a
+    small cluster's read cut into ranges read the whole table once a range. A large cluster beside it is still cut;
+    both images are the whole reads'."""
+    from pipelines.lakehouse import tables
+
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=80)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "big", log, batch_size=7)
+    write_lakehouse(tmp_path, "small", load_jsonl(DEMO), input_kind="jsonl")
+    whole = {c: as_of_image(tmp_path, c) for c in ("big", "small")}
+    stored = DeltaTable(str(tmp_path / "partitions"))
+    own = {c: pa.table(tables._engine().register("t", stored).execute(
+        f"SELECT COUNT(*) AS n FROM t WHERE cluster_id = '{c}'")).column("n")[0].as_py() for c in ("big", "small")}
+    assert 0 < own["small"] < own["big"]
+    monkeypatch.setattr(tables, "PIECE_STORED_ROWS", own["small"])
+    assert len(tables._key_ranges(stored, "topic_id", "cluster_id = 'small'")) == 1
+    assert len(tables._key_ranges(stored, "topic_id", "cluster_id = 'big'")) > 1
+    assert {c: as_of_image(tmp_path, c) for c in ("big", "small")} == whole
+
+
+def test_a_named_cluster_is_looked_for_not_listed_with_every_other(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's cluster report resolves its cluster in several readers: listing every cluster of shared files each
+    time read every record's cluster id. A named cluster that is there is found alone; one that is not is still
+    refused with the list."""
+    from pipelines.lakehouse import tables
+
+    write_lakehouse(tmp_path, "a", load_jsonl(DEMO), input_kind="jsonl")
+    write_lakehouse(tmp_path, "b", load_jsonl(DEMO), input_kind="jsonl")
+    listed: list[str] = []
+    every = tables.clusters
+
+    def listing(tables_dir: Path) -> list[str]:
+        listed.append(str(tables_dir))
+        return every(tables_dir)
+
+    monkeypatch.setattr(tables, "clusters", listing)
+    assert resolve_cluster(tmp_path, "b") == "b"
+    assert as_of_image(tmp_path, "a") == as_of_image(tmp_path, "b")
+    assert listed == []
+    with pytest.raises(InputError, match=r"cluster 'z' is not in .* \(clusters: a, b\)"):
+        resolve_cluster(tmp_path, "z")
+    assert listed == [str(tmp_path)]
+
+
 def test_keys_that_do_not_pack_are_sorted_by_arrow_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the keys cannot be packed into one integer (a null, spans past 63 bits) the readers sort with Arrow:
     the same images and history rows as the packed sort's."""
