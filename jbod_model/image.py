@@ -261,7 +261,8 @@ def _default_to_migrating(dirs: tuple[Uuid, ...], replica_count: int) -> tuple[U
 class TopicImage:
     """Mirrors ``org.apache.kafka.image.TopicImage``. ``partitions`` is a dict or, once replay has changed the topic, a
     persistent map (``MetadataDelta.apply``); two topic images are equal when their partitions are, whichever kind
-    holds them."""
+    holds them. Their order is no part of the image (a dict's is its insertions', a persistent map's its hashes'):
+    whatever shows partitions sorts them (``jbod_model.image_json``)."""
 
     name: str
     id: Uuid

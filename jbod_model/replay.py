@@ -94,7 +94,8 @@ def _partitions_after(base: Mapping[int, PartitionRegistration] | None,
     every untouched entry with ``base`` (Kafka's ``TopicDelta.apply`` builds the new ``TopicImage`` the same way, on
     ``ImmutableMap``: a hash array mapped trie). The delta may keep replaying after ``apply``, and an image never
     changes, so nothing here is mutated. Copying the topic's whole dict instead cost every batch of a long log each
-    touched topic's size, however little the batch changed: at 200 k partitions, a sixth of the log suite's replay."""
+    touched topic's size, however little the batch changed: at 200 k partitions a fifth of the log suite's tracker
+    (``benchmarks/step_checks_benchmark.py``)."""
     if isinstance(base, PersistentMap):
         return base.update(changed)
     # A dict from a snapshot, the tables or an image built by hand (or a state-backed mapping): converted once, and
