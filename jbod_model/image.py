@@ -262,7 +262,7 @@ class TopicImage:
     """Mirrors ``org.apache.kafka.image.TopicImage``. ``partitions`` is a dict or, once replay has changed the topic, a
     persistent map (``MetadataDelta.apply``); two topic images are equal when their partitions are, whichever kind
     holds them. Their order is no part of the image (a dict's is its insertions', a persistent map's its hashes'):
-    whatever shows partitions sorts them (``jbod_model.image_json``)."""
+    both are deterministic, and the image's JSON sorts them (``jbod_model.image_json``)."""
 
     name: str
     id: Uuid
