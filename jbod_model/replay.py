@@ -98,9 +98,10 @@ def _partitions_after(base: Mapping[int, PartitionRegistration] | None,
     (``benchmarks/step_checks_benchmark.py``)."""
     if isinstance(base, PersistentMap):
         return base.update(changed)
-    # A dict from a snapshot, the tables or an image built by hand (or a state-backed mapping): converted once, and
-    # every later batch's change of the topic updates the persistent map.
-    return PersistentMap(base or {}).update(changed)
+    # A dict from a snapshot, the tables or an image built by hand, or the Spark operator's state-backed mapping (read
+    # through its items: Map() takes any other mapping for a sequence of pairs): converted once, and every later
+    # batch's change of the topic updates the persistent map.
+    return PersistentMap(() if base is None else base.items()).update(changed)
 
 
 @dataclass(frozen=True, slots=True)

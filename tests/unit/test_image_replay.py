@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 
@@ -626,10 +627,14 @@ class TestDeltaBookkeeping:
         # Kafka's TopicDelta.apply builds the new topic on a persistent map: a batch costs what it changes, not the
         # topic's size. The image before keeps every partition as it was; the one after shares the untouched ones.
         replayed = replay_records(cluster(*(part([1, 2], [D1, D2], pid=p) for p in range(40))))
-        # As the tables or a snapshot give it: a plain dict, which the first change converts.
-        before = replace(replayed, topics=TopicsImage(
-            by_id={T1: TopicImage(name="foo", id=T1, partitions=dict(replayed.topics.by_id[T1].partitions))},
-            by_name={"foo": T1}))
+        # As the tables or a snapshot give it (a plain dict), or the Spark operator's state (another mapping): the
+        # first change converts it.
+        for kind in (dict, MappingProxyType):
+            self._shares_untouched(replace(replayed, topics=TopicsImage(
+                by_id={T1: TopicImage(name="foo", id=T1, partitions=kind(dict(replayed.topics.by_id[T1].partitions)))},
+                by_name={"foo": T1})))
+
+    def _shares_untouched(self, before: MetadataImage) -> None:
         delta = MetadataDelta(before)
         delta.replay(pcr(pid=7, leader=2), 100)
         after = delta.apply()
