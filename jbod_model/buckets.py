@@ -36,13 +36,17 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from jbod_model.changes import PartitionChange, ReplicaChange, ReplicaGroup, Step
 from jbod_model.errors import InputError
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord, Record
 from jbod_model.uuid import Uuid
+
+if TYPE_CHECKING:
+    # For annotations only: the Spark job's planning processes import this module (a row's bucket) and not the
+    # replay, which imports the reference controller.
+    from jbod_model.changes import PartitionChange, ReplicaChange, ReplicaGroup, Step
 
 #: The bucket that owns cluster-wide rows (features, brokers, topics) and the bronze rows of shared records.
 SHARED_OWNER = 0

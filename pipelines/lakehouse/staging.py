@@ -48,10 +48,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from pipelines.lakehouse.tables import TableWriter
+if TYPE_CHECKING:
+    # For annotations only: the stream's source imports this module (a task's file names) in each of Spark's
+    # planning processes, which never write a table (docs/state-design.md, "The planning processes' imports").
+    from pipelines.lakehouse.tables import TableWriter
 
 #: The folder of staged batches inside a job's checkpoint.
 STAGED_DIR = "staged"

@@ -7,6 +7,8 @@ import dataclasses
 import gc
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -496,3 +498,16 @@ def test_a_read_makes_each_packet_with_the_collector_paused(tmp_path: Path, monk
     assert gc.isenabled()
     assert seen.count(("row", False)) >= len(ENTRIES) and ("row", True) not in seen
     assert seen.count(("packet", True)) >= 2 and ("packet", False) not in seen
+
+
+def test_the_classes_sparks_planning_processes_unpickle_import_no_table_writer_nor_replay() -> None:
+    """Before a run's first micro-batch, Spark starts Python processes one after the other, each unpickling the data
+    source or the stateful processor class, which imports its module; the run waits on every one. Neither class needs
+    the Delta writer (deltalake, ``pipelines.lakehouse.tables``), the replay (``jbod_model.changes``, which imports
+    the reference controller), the report or pandas: each was a tenth of a second or more of every such process."""
+    heavy = ("pandas", "deltalake", "pipelines.lakehouse.tables", "jbod_model.changes", "jbod_model.report")
+    code = ("import sys\nimport pipelines.streaming.source, pipelines.streaming.stateful\n"
+            f"print(','.join(m for m in {heavy!r} if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.strip() == ""
