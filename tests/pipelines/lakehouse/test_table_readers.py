@@ -51,6 +51,7 @@ from pipelines.lakehouse.tables import (
     metadata_image,
     read_table,
     replica_assignments_with_paths,
+    replicas_per_directory,
     resolve_cluster,
     table_schemas,
 )
@@ -349,6 +350,51 @@ def test_replica_assignments_joined_with_the_inventory(tmp_path: Path) -> None:
     assert {r["valid_from_offset"] <= 20 for r in as_of} == {True}
     placed = {(r["topic_id"], r["partition_id"], r["broker_id"]): r["path"] for r in as_of}
     assert any(p is None for p in placed.values()) and any(p is not None for p in placed.values())
+
+
+def _per_directory(rows: pa.Table) -> list[tuple[object, ...]]:
+    """Replica rows counted per broker and directory, in Python: what ``replicas_per_directory`` must give."""
+    counts: dict[tuple[object, ...], list[int]] = {}
+    for r in rows.to_pylist():
+        count = counts.setdefault((r["broker_id"], r["directory"], r["path"], r["node_id"]), [0, 0])
+        count[0] += 1
+        count[1] += int(r["offline"])
+    return sorted(((b, d, n, off, p, node) for (b, d, p, node), (n, off) in counts.items()), key=repr)
+
+
+@pytest.mark.parametrize("folded", [False, True])
+@pytest.mark.parametrize("log", ["demo", "churn"])
+def test_replicas_per_directory_are_the_replica_rows_counted(tmp_path: Path, log: str, folded: bool) -> None:
+    """The engine's counts per broker and disk (notebook 01 plots them instead of reading millions of replicas) are
+    the replica rows' own, now and as of any offset, before and after ``jbod maintain`` folds the stored rows; a
+    limited read gives that many of the rows."""
+    if log == "demo":  # its disks are in the inventory: paths, and offline replicas at the end
+        cluster, entries = CLUSTER, load_jsonl(DEMO)
+        write_lakehouse(tmp_path, cluster, entries, input_kind="jsonl")
+    else:  # many directories and offsets, replicas offline on the way
+        cluster, entries = "c", [e for e in churn_log(SYNTHETIC) if isinstance(e, LogEntry)]
+        write_lakehouse(tmp_path, cluster, entries)
+    load_dir_inventory(tmp_path, inventory([DEMO_DIRS / "broker-1", DEMO_DIRS / "broker-2"], as_root=True),
+                       cluster_id=cluster)
+    if folded:
+        assert maintain(tmp_path, MaintenanceSettings(), only=sorted(VERSIONED)).ok
+    last = max(e.offset for e in entries if e.offset is not None)
+    seen: list[tuple[object, ...]] = []
+    for offset in [None, *range(0, last + 1, max(1, last // 9))]:
+        counted = replicas_per_directory(tmp_path, cluster, offset)
+        got = sorted(zip(*(counted.column(c).to_pylist()
+                           for c in ("broker_id", "directory", "replicas", "offline", "path", "node_id")),
+                         strict=True), key=repr)
+        assert got == _per_directory(replica_assignments_with_paths(tmp_path, cluster, offset)), offset
+        keys = list(zip(counted.column("broker_id").to_pylist(), counted.column("directory").to_pylist(), strict=True))
+        assert keys == sorted(keys, key=lambda k: (k[0], k[1] is None, k[1] or "")), "by broker, then directory"
+        seen += got
+    assert any(offline for _, _, _, offline, _, _ in seen), "some replicas offline on the way"
+    assert log == "churn" or any(path for _, _, _, _, path, _ in seen), "the demo's disks have paths"
+    every = replica_assignments_with_paths(tmp_path, cluster)
+    some = replica_assignments_with_paths(tmp_path, cluster, limit=5)
+    assert some.schema == every.schema and some.num_rows == 5
+    assert all(r in every.to_pylist() for r in some.to_pylist())
 
 
 def test_times_survive_the_round_trip_to_microseconds(tmp_path: Path) -> None:
