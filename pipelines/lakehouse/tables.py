@@ -832,40 +832,61 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
     """The order that sorts rows by ``keys`` (integer columns: ranks or ids) then ``start``, stably, from the keys
     packed into one 64-bit integer (each column offset by its least value, times the span of those after it) and
     two stable numpy sorts — start, then the packed key: Arrow's sort over several columns compares row by row and
-    took seconds for the millions of replica versions at 200 k partitions; with it, the packed keys in that order
+    took seconds for the millions of replica versions at 2 M partitions; with it, the packed keys in that order
     (a numpy array). None where a key or start holds a null or the spans do not fit 63 bits (the caller sorts with
-    Arrow)."""
+    Arrow).
+
+    The packing is done in place, in one array (Horner's rule over the columns): numpy gets an array of the rows'
+    size as pages mapped for it and unmapped when it is freed, and on this project's 2-core box writing 120 MB of
+    new pages took 0.2-0.6 s where rewriting them took 0.02 s — the arithmetic made nine such arrays for the 15 M
+    offline intervals of the 2 M-partition cluster (docs/performance.md, "Sorting by key in place")."""
     import numpy as np  # noqa: PLC0415 - only this sort needs it, not every command that loads the module
 
     columns = [*keys.values(), start]
-    if any(c.null_count for c in columns) or not pa.types.is_integer(start.type):
+    if any(c.null_count for c in columns) or not all(pa.types.is_integer(c.type) for c in columns):
         return None
-    packed = None
-    width = 1
-    for column in reversed(list(keys.values())):
-        if not pa.types.is_integer(column.type):
-            return None
-        values = pc.cast(column, pa.int64()).to_numpy() if isinstance(column, pa.Array) else pc.cast(
-            column, pa.int64()).combine_chunks().to_numpy()
-        low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
-        span = high - low + 1
-        if width * span >= 1 << 62:
-            return None
-        part = (values - low) * width
-        packed = part if packed is None else packed + part
-        width *= span
-    starts = pc.cast(start, pa.int64())
-    starts = (starts.combine_chunks() if isinstance(starts, pa.ChunkedArray) else starts).to_numpy()
-    if packed is None:
+
+    def values_of(column: pa.Array | pa.ChunkedArray) -> Any:
+        """The column as int64 numpy values (Arrow's buffer where the type is int64 already: read-only)."""
+        cast = pc.cast(column, pa.int64())
+        return (cast.combine_chunks() if isinstance(cast, pa.ChunkedArray) else cast).to_numpy()
+
+    def bounds(values: Any) -> tuple[int, int]:
+        return (int(values.min()), int(values.max())) if len(values) else (0, 0)
+
+    parts = [values_of(c) for c in keys.values()]
+    starts = values_of(start)
+    if not parts:
         return pa.array(np.argsort(starts, kind="stable")), np.zeros(len(starts), dtype=np.int64)
-    low, high = (int(starts.min()), int(starts.max())) if len(starts) else (0, 0)
-    if width * (high - low + 1) < 1 << 62:
+    lows, spans = [], []
+    width = 1
+    for values in parts:
+        low, high = bounds(values)
+        lows.append(low)
+        spans.append(high - low + 1)
+        width *= spans[-1]
+        if width >= 1 << 62:
+            return None
+    packed = np.subtract(parts[0], lows[0])  # the one array of the rows' size made for the key
+    for values, low, span in zip(parts[1:], lows[1:], spans[1:], strict=True):
+        packed *= span
+        packed += values
+        packed -= low
+    low, high = bounds(starts)
+    span = high - low + 1
+    if width * span < 1 << 62:
         # The start packed in too: one stable sort of the key and start instead of two (ties, rows of one key and
-        # start, keep their order either way).
-        order = np.argsort(packed * (high - low + 1) + (starts - low), kind="stable")
-    else:
-        by_start = np.argsort(starts, kind="stable")
-        order = by_start[np.argsort(packed[by_start], kind="stable")]
+        # start, keep their order either way); the key is that integer divided by the start's span.
+        packed *= span
+        packed += starts
+        packed -= low
+        order = np.argsort(packed, kind="stable")
+        ordered = packed[order]
+        del packed
+        ordered //= span
+        return pa.array(order), ordered
+    by_start = np.argsort(starts, kind="stable")
+    order = by_start[np.argsort(packed[by_start], kind="stable")]
     return pa.array(order), packed[order]
 
 

@@ -763,8 +763,16 @@ def offline_curve(tables: Path, cluster: str, upto: int | None = None) -> tuple[
     import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
     starts, ends = offline_spans(tables, cluster, upto)
-    # The arrays' own buffers (int64): no Python int per interval.
-    points = np.union1d(np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64))
+    # The arrays' own buffers (int64): no Python int per interval. Both are sorted, so their union is a merge — a
+    # stable sort of the two runs, which finds them (``np.union1d`` sorted the 18.6 M offsets of the 2 M-partition
+    # cluster afresh: 1.7 s, 0.2 s this way) — then each offset once.
+    points = np.concatenate((np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)))
+    points.sort(kind="stable")
+    if len(points):
+        first = np.empty(len(points), dtype=bool)
+        first[0] = True
+        np.not_equal(points[1:], points[:-1], out=first[1:])
+        points = points[first]
     if upto is not None:
         points = points[points <= upto]  # an interval's end after ``upto`` is kept as stored
     offsets = points.tolist()

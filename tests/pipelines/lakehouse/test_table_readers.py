@@ -6,12 +6,15 @@ replacing a node's disks, the join with replica_assignments)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
+from hypothesis import given
+from hypothesis import strategies as st
 from test_quality_support import DEMO, SYNTHETIC, write_lakehouse
 
 from jbod_model.errors import InputError
@@ -491,6 +494,29 @@ def test_a_named_cluster_is_looked_for_not_listed_with_every_other(tmp_path: Pat
     with pytest.raises(InputError, match=r"cluster 'z' is not in .* \(clusters: a, b\)"):
         resolve_cluster(tmp_path, "z")
     assert listed == [str(tmp_path)]
+
+
+_KEYS = st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3)), min_size=1, max_size=40)
+
+
+@given(rows=_KEYS, starts=st.data(), wide=st.booleans())
+def test_the_packed_sort_is_the_stable_sort_by_key_then_start(rows: list[tuple[int, int]], starts: st.DataObject,
+                                                              wide: bool) -> None:
+    """``_packed_order`` against Python's stable sort: the order of the rows by key, then start, and in that order a
+    packed key that changes exactly where the key does — with the start packed in, and with a start too wide for it
+    (the two-sort way)."""
+    from pipelines.lakehouse import tables
+
+    bound = (1 << 61) if wide else 50
+    start = starts.draw(st.lists(st.integers(-bound, bound), min_size=len(rows), max_size=len(rows)))
+    keys = {"a": pa.array([a for a, _ in rows], pa.int32()), "b": pa.array([b for _, b in rows], pa.int64())}
+    result = tables._packed_order(keys, pa.array(start, pa.int64()))
+    assert result is not None
+    order, packed = result
+    expected = sorted(range(len(rows)), key=lambda i: (rows[i], start[i]))
+    assert order.to_pylist() == expected
+    ordered_keys = [rows[i] for i in expected]
+    assert [bool(x) for x in packed[1:] != packed[:-1]] == [p != q for p, q in itertools.pairwise(ordered_keys)]
 
 
 def test_keys_that_do_not_pack_are_sorted_by_arrow_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
