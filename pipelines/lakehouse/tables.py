@@ -832,14 +832,15 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
     """The order that sorts rows by ``keys`` (integer columns: ranks or ids) then ``start``, stably, from the keys
     packed into one 64-bit integer (each column offset by its least value, times the span of those after it) and
     two stable numpy sorts — start, then the packed key: Arrow's sort over several columns compares row by row and
-    took seconds for the millions of replica versions at 2 M partitions; with it, the packed keys in that order
+    took seconds for the millions of replica versions at 200 k partitions; with it, the packed keys in that order
     (a numpy array). None where a key or start holds a null or the spans do not fit 63 bits (the caller sorts with
     Arrow).
 
     The packing is done in place, in one array (Horner's rule over the columns): numpy gets an array of the rows'
     size as pages mapped for it and unmapped when it is freed, and on this project's 2-core box writing 120 MB of
     new pages took 0.2-0.6 s where rewriting them took 0.02 s — the arithmetic made nine such arrays for the 15 M
-    offline intervals of the 2 M-partition cluster (docs/performance.md, "Sorting by key in place")."""
+    offline intervals of the 2 M-partition cluster (docs/performance.md, "Notebook 01 at 2 M partitions; the key
+    sort in place")."""
     import numpy as np  # noqa: PLC0415 - only this sort needs it, not every command that loads the module
 
     columns = [*keys.values(), start]
