@@ -830,11 +830,11 @@ def _key_order(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Arra
 def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Array | pa.ChunkedArray,
                   ) -> tuple[pa.Array, Any] | None:
     """The order that sorts rows by ``keys`` (integer columns: ranks or ids) then ``start``, stably, from the keys
-    packed into one 64-bit integer (each column offset by its least value, times the span of those after it) and
-    two stable numpy sorts — start, then the packed key: Arrow's sort over several columns compares row by row and
-    took seconds for the millions of replica versions at 200 k partitions; with it, the packed keys in that order
-    (a numpy array). None where a key or start holds a null or the spans do not fit 63 bits (the caller sorts with
-    Arrow).
+    packed into one 64-bit integer (each column offset by its least value, times the span of those after it) and one
+    stable numpy sort of the key with the start packed in below it — two, start then key, where the start does not
+    fit: Arrow's sort over several columns compares row by row and took seconds for the millions of replica versions
+    at 200 k partitions; with it, the packed keys in that order (a numpy array). None where a key or start holds a
+    null or the keys' spans do not fit 63 bits (the caller sorts with Arrow).
 
     The packing is done in place, in one array (Horner's rule over the columns): numpy gets an array of the rows'
     size as pages mapped for it and unmapped when it is freed, and on this project's 2-core box writing 120 MB of
@@ -1517,8 +1517,7 @@ def replica_assignments_with_paths(tables_dir: str | Path, cluster: str | None =
     look at them without reading millions; :func:`replicas_per_directory` counts them)."""
     cid = resolve_cluster(tables_dir, cluster)
     table, where = _live_rows(ENTITIES["replica"], cid, as_of_offset)
-    rows = read_table(tables_dir, table, where) if limit is None else \
-        query(tables_dir, table, f"SELECT * FROM t WHERE {where} LIMIT {int(limit)}")
+    rows = query(tables_dir, table, f"SELECT * FROM t WHERE {where}{'' if limit is None else f' LIMIT {int(limit)}'}")
     return _with_paths(tables_dir, cid, rows)
 
 
