@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import tempfile
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake import Field as DeltaField
 from deltalake.schema import PrimitiveType
@@ -476,14 +478,19 @@ def migrate_layout(table: DeltaTable) -> bool:
 
 
 def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int:
-    """Fold a current or history table's appended rows into their final form (``jbod maintain``), in one MERGE:
-    drop the current rows later ones superseded and the :data:`REMOVED` rows, store the end of every version a later
-    row ended. Readers give the same rows before and after (:func:`resolved_sql`); after it they read one row per
-    live key and a filter on ``valid_to_offset IS NULL`` finds the open versions alone. Return the rows changed or
-    dropped (with ``dry_run``, the rows it would). A table of the old layout is migrated (:func:`migrate_layout`;
-    nothing to fold). Costs the whole table, not a batch: it runs beside the stream, not in it. It folds only what
-    the version it read holds, so a batch appended meanwhile stays as appended (folded by the next run) and
-    readers' answers are the same either way."""
+    """Fold a current or history table's appended rows into their final form (``jbod maintain``): drop the current
+    rows later ones superseded and the :data:`REMOVED` rows, store the end of every version a later row ended.
+    Readers give the same rows before and after (:func:`resolved_sql`); after it they read one row per live key and
+    a filter on ``valid_to_offset IS NULL`` finds the open versions alone. Return the rows changed or dropped (with
+    ``dry_run``, the rows it would). A table of the old layout is migrated (:func:`migrate_layout`; nothing to
+    fold).
+
+    The table's rows are rewritten resolved, a range of keys at a time (:func:`_folded_rows`), in one commit that
+    replaces the rows of the version read — each cluster's up to its greatest start then — and carries the new fold
+    marks (:data:`FOLD_APP`). A batch appended meanwhile has greater offsets (a cluster's offsets only grow), so it
+    stays as appended, above its cluster's mark (folded by the next run), and readers' answers are the same either
+    way. A fold costs the whole table, not a batch: it runs beside the stream, not in it; where nothing is to fold
+    since the last one (counted over the keys changed since, :func:`_fold_count`), only the marks move."""
     entity, current = VERSIONED[name]
     if REMOVED not in table.schema().to_arrow().names:
         # The old layout's rows are final already; only the column is missing.
@@ -491,44 +498,136 @@ def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int
             migrate_layout(table)
         return 0
     table.update_incremental()
-    keys = ", ".join(f"s.{_quote(k)}" for k in entity.key_names)
-    lo, hi = entity.interval
-    start = "since_offset" if current else f"{lo}_offset"
+    start = "since_offset" if current else f"{entity.interval[0]}_offset"
+    schema = stored(entity.current_schema() if current else entity.history_schema())
     marks = fold_marks(table)
-    if current:
-        pick = (f"SELECT {keys}, s.since_offset FROM stored s LEFT JOIN {_latest_rows(entity, 'stored', marks)} g "
-                f"ON {_same_key(entity, 's', 'g')} WHERE s.since_offset < g._latest OR s.{REMOVED} IS TRUE")
-    else:
-        pick = (f"SELECT {keys}, s.{start}, s.{REMOVED}, s._next_offset, s._next_time FROM "
-                f"({_open_rows(entity, 'stored', marks, changed=bool(marks))}) s "
-                f"WHERE s._next_offset IS NOT NULL OR s.{REMOVED} IS TRUE")
-    # Without marks (the first fold) every open row is looked at: a removal of a key that had no open version (its
-    # only open row) is dropped too.
-    source = _run(table, "stored", pick)
-    # The new marks: every row of the version read is folded once this commits (a batch appended meanwhile has
-    # greater offsets — a cluster's offsets only grow — so it stays above its cluster's mark, unfolded).
-    reached = pa.table(_engine().register("stored", table).execute(
-        f"SELECT cluster_id, MAX({start}) AS m FROM stored GROUP BY cluster_id")).to_pylist()
-    commit = CommitProperties(app_transactions=[Transaction(FOLD_APP + str(r["cluster_id"]), int(r["m"]))
-                                                for r in reached if r["m"] is not None and marks.get(
-                                                    str(r["cluster_id"])) != r["m"]])
-    if dry_run:
-        return int(source.num_rows)
-    if source.num_rows == 0:
-        if commit.app_transactions:  # nothing to fold, but the marks move: an empty commit carries them
-            write_deltalake(table, stored(entity.current_schema() if current else entity.history_schema())
-                            .empty_table(), mode="append", commit_properties=commit)
+    # Every row of the version read is folded once this commits: each cluster up to its greatest start.
+    reached = {str(r["cluster_id"]): int(r["m"]) for r in pa.table(_engine().register("stored", table).execute(
+        f"SELECT cluster_id, MAX({start}) AS m FROM stored GROUP BY cluster_id")).to_pylist() if r["m"] is not None}
+    commit = CommitProperties(app_transactions=[Transaction(FOLD_APP + c, m) for c, m in sorted(reached.items())
+                                                if marks.get(c) != m])
+    if dry_run or marks:
+        # Without marks (the first fold) every row is looked at, by the rewrite itself.
+        folded = _fold_count(table, entity, current, marks)
+        if dry_run:
+            return folded
+        if folded == 0:
+            if commit.app_transactions:  # nothing to fold, but the marks move: an empty commit carries them
+                write_deltalake(table, schema.empty_table(), mode="append", commit_properties=commit)
+            return 0
+    if not reached:
         return 0
-    on = f"{_same_key(entity, 't', 's')} AND t.{start} = s.{start}"
-    merge = table.merge(source, on if current else f"{on} AND t.{hi}_offset IS NULL", source_alias="s",
-                        target_alias="t", streamed_exec=False, commit_properties=commit)
+    counted: list[int] = []
+    replaced = " OR ".join(f"(cluster_id = {_lit(c)} AND {start} <= {m})" for c, m in sorted(reached.items()))
+    # The resolved ranges go to local Parquet files first, then stream into the commit: delta-rs cannot run a query
+    # (the next range's read) from within a write's stream, and holding every range would hold the table.
+    with tempfile.TemporaryDirectory(prefix="kraft-jbod-fold-") as spill:
+        files: list[Path] = []
+        for piece in _folded_rows(table, entity, current, counted):
+            files.append(Path(spill) / f"{len(files)}.parquet")
+            pq.write_table(piece.select(schema.names).cast(schema), files[-1])
+            del piece
+        rows = pa.RecordBatchReader.from_batches(schema, (
+            batch for file in files for batch in pq.ParquetFile(file).iter_batches()))
+        write_deltalake(table, rows, mode="overwrite", predicate=replaced, commit_properties=commit)
+    return sum(counted)
+
+
+def _fold_count(table: DeltaTable, entity: Entity, current: bool, marks: Mapping[str, int]) -> int:
+    """The stored rows a fold would change or drop (:func:`_resolve_piece`'s count): with ``marks``, only the rows
+    of the keys with a row appended since the last fold are read (:func:`_changed_keys`, :func:`_latest_rows`'
+    keys) — the only keys a fold can change; without, every row. Only the key, start, end and :data:`REMOVED`
+    columns are read."""
+    names = list(entity.key_names)
     if current:
-        merge = merge.when_matched_delete()
+        columns = [*names, "since_offset", REMOVED]
+        keys = f"{_latest_rows(entity, 'stored', marks)}" if marks else None
     else:
-        merge = (merge.when_matched_delete(predicate=f"s.{REMOVED} IS TRUE")
-                 .when_matched_update({f"{hi}_offset": "s._next_offset", f"{hi}_time": "s._next_time"}))
-    merge.execute()
-    return int(source.num_rows)
+        lo, hi = entity.interval
+        columns = [*names, f"{lo}_offset", f"{hi}_offset", REMOVED]
+        keys = _changed_keys(entity, "stored", marks) if marks else None
+    select = ", ".join(f"s.{_quote(c)}" for c in columns)
+    # The few changed keys first: DataFusion builds its hash table on the join's left side.
+    rows = "stored s" if keys is None else f"{keys} g JOIN stored s ON {_same_key(entity, 'g', 's')}"
+    return sum(_resolve_piece(entity, current, _run(table, "stored",
+                                                    f"SELECT {select} FROM {rows} WHERE TRUE{among('s.')}"))[1]
+               for among in _fold_ranges(table, entity, marks))
+
+
+def _fold_ranges(table: DeltaTable, entity: Entity, marks: Mapping[str, int] | None) -> list[Callable[[str], str]]:
+    """SQL conditions (``" AND …"`` on a table alias with its dot, or nothing) cutting a fold's read of a large
+    table into ranges of its first key column after the cluster (:func:`_key_ranges`: every row of a key in one
+    range); after a fold, with ``marks``, the keys changed since are few and read in one piece."""
+    return [lambda row: ""] if marks else _key_ranges(table, entity.key_names[1], "TRUE")
+
+
+def _folded_rows(table: DeltaTable, entity: Entity, current: bool, counted: list[int]) -> Iterator[pa.Table]:
+    """Every stored row of ``table`` resolved (:func:`_resolve_piece`), a range of keys at a time
+    (:func:`_fold_ranges`), every stored column; each range's count of rows folded appended to ``counted``. Reading
+    the table a range at a time holds a range's rows, not the table's: DataFusion's ``LEAD`` window over the 21 M
+    open rows of the 2 M-partition cluster's replica history took 600 s and 9.9 GB, and a MERGE of the ends it found
+    38-62 s and 5-7 GB more (docs/performance.md, "The first fold at 2 M partitions")."""
+    for among in _fold_ranges(table, entity, None):
+        read = _run(table, "stored", f"SELECT * FROM stored s WHERE TRUE{among('s.')}")
+        if read.num_rows == 0:
+            continue
+        rows, folded = _resolve_piece(entity, current, read)
+        del read
+        counted.append(folded)
+        yield rows
+        del rows  # not held while the next range is read
+
+
+def _resolve_piece(entity: Entity, current: bool, read: pa.Table) -> tuple[pa.Table, int]:
+    """Stored rows of a current or history table (every row of each key they hold, any clusters; at least the key,
+    the start and :data:`REMOVED` columns, and for a history table its end) as :func:`resolved_sql` resolves them,
+    with :data:`REMOVED` null — and how many stored rows that changed or dropped.
+
+    Current table: each key's row with the greatest ``since_offset``, unless it is a :data:`REMOVED` row; every
+    other row is dropped. History table: sorted by key, then start, each open row's end the start of its key's next
+    row (:func:`_derived_ends`); the :data:`REMOVED` rows dropped. Counted: the rows dropped, and the open rows given
+    an end."""
+    names = list(entity.key_names)
+    if read.num_rows == 0:
+        return read, 0
+    if current:
+        last = _last_rows(read, names, "since_offset")
+        kept = last.filter(pc.invert(pc.fill_null(read.column(REMOVED).take(last), False)))
+        rows = read.take(kept)
+        return rows.set_column(rows.schema.get_field_index(REMOVED), REMOVED,
+                               pa.nulls(rows.num_rows, pa.bool_())), read.num_rows - len(kept)
+    lo, hi = (f"{c}_offset" for c in entity.interval)
+    rows, breaks = _key_breaks(read, names, lo)
+    stored_open = pc.is_null(rows.column(hi))
+    derived = _derived_ends(rows, breaks, entity)
+    removed = pc.fill_null(rows.column(REMOVED), False)
+    folded = pc.sum(pc.or_(removed, pc.and_(stored_open, pc.is_valid(derived.column(hi))))).as_py() or 0
+    derived = derived.set_column(derived.schema.get_field_index(REMOVED), REMOVED, pa.nulls(rows.num_rows, pa.bool_()))
+    return derived.filter(pc.invert(removed)), int(folded)
+
+
+def _derived_ends(rows: pa.Table, breaks: pa.Array | pa.ChunkedArray, entity: Entity) -> pa.Table:
+    """History rows sorted by key, then start (``breaks``: :func:`_key_order`'s), with each open row's end (offset,
+    and time where ``rows`` has the end's time) the start of its key's next stored row — a later change, or a
+    :data:`REMOVED` row —; a stored end stays as stored."""
+    lo, hi = (f"{c}_offset" for c in entity.interval)
+    lo_time, hi_time = (f"{c}_time" for c in entity.interval)
+    stored_open = pc.is_null(rows.column(hi))
+    out = rows.set_column(rows.schema.get_field_index(hi), hi,
+                          pc.coalesce(rows.column(hi), _following(rows.column(lo), breaks)))
+    if hi_time in rows.schema.names:
+        out = out.set_column(out.schema.get_field_index(hi_time), hi_time,
+                             pc.if_else(stored_open, _following(rows.column(lo_time), breaks), rows.column(hi_time)))
+    return out
+
+
+def _following(values: pa.Array | pa.ChunkedArray, breaks: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """For rows sorted by key, each row's next row's value of ``values`` within its key, null for a key's last row
+    (``breaks``: :func:`_key_order`'s, whether the next row has another key)."""
+    nothing = pa.scalar(None, values.type)
+    shifted = pc.if_else(breaks, nothing, values.slice(1))
+    chunks = shifted.chunks if isinstance(shifted, pa.ChunkedArray) else [shifted]
+    return pa.concat_arrays([*chunks, pa.array([None], values.type)])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -841,8 +940,6 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
     new pages took 0.2-0.6 s where rewriting them took 0.02 s — the arithmetic made nine such arrays for the 15 M
     offline intervals of the 2 M-partition cluster (docs/performance.md, "Notebook 01 at 2 M partitions; the key
     sort in place")."""
-    import numpy as np  # noqa: PLC0415 - only this sort needs it, not every command that loads the module
-
     columns = [*keys.values(), start]
     if any(c.null_count for c in columns) or not all(pa.types.is_integer(c.type) for c in columns):
         return None
@@ -1065,10 +1162,7 @@ def entity_version_rows(tables_dir: str | Path, entity: Entity, cluster: str, as
         return read, pa.array([], pa.int64()), read.column(lo), read.column(hi)
     order, breaks = _key_order(read, names, lo)
     bounds = read.select([lo, hi, REMOVED]).take(order)
-    following = pc.if_else(breaks, pa.scalar(None, pa.int64()), bounds.column(lo).slice(1))
-    following = pa.concat_arrays([*(following.chunks if isinstance(following, pa.ChunkedArray) else [following]),
-                                  pa.array([None], pa.int64())])
-    end = pc.coalesce(bounds.column(hi), following)
+    end = pc.coalesce(bounds.column(hi), _following(bounds.column(lo), breaks))
     live = pc.invert(pc.fill_null(bounds.column(REMOVED), False)).combine_chunks()
     return read, order.filter(live), bounds.column(lo).filter(live), end.filter(live)
 
@@ -1102,21 +1196,8 @@ def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Seq
     rows, breaks = _key_breaks(read, names, lo)
     del read  # sorted into rows: not held beside them and the filtered copy (21 M versions at 2 M partitions)
 
-    def following(column: str) -> pa.Array:
-        """Each row's next row's ``column`` within its key (null for a key's last row)."""
-        values = rows.column(column).slice(1)
-        nothing = pa.scalar(None, values.type)
-        shifted = pc.if_else(breaks, nothing, values)
-        chunks = shifted.chunks if isinstance(shifted, pa.ChunkedArray) else [shifted]
-        return pa.concat_arrays([*chunks, pa.array([None], values.type)])
-
-    stored_open = pc.is_null(rows.column(hi))
-    ends = {hi: pc.coalesce(rows.column(hi), following(lo))}
-    if hi_time in schema.names:
-        ends[hi_time] = pc.if_else(stored_open, following(lo_time), rows.column(hi_time))
     live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
-    out = pa.table({c: ends.get(c, rows.column(c)) for c in schema.names})
-    return out.filter(live).cast(types)
+    return _derived_ends(rows, breaks, entity).select(schema.names).filter(live).cast(types)
 
 
 def last_offset(tables_dir: str | Path, cluster: str, as_of_offset: int | None = None) -> int:
