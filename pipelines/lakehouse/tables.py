@@ -625,9 +625,13 @@ def _following(values: pa.Array | pa.ChunkedArray, breaks: pa.Array | pa.Chunked
     """For rows sorted by key, each row's next row's value of ``values`` within its key, null for a key's last row
     (``breaks``: :func:`_key_order`'s, whether the next row has another key)."""
     nothing = pa.scalar(None, values.type)
-    shifted = pc.if_else(breaks, nothing, values.slice(1))
-    chunks = shifted.chunks if isinstance(shifted, pa.ChunkedArray) else [shifted]
-    return pa.concat_arrays([*chunks, pa.array([None], values.type)])
+    return pa.concat_arrays([*_chunks(pc.if_else(breaks, nothing, values.slice(1))), pa.array([None], values.type)])
+
+
+def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    """The arrays of a column, whichever of the two Arrow hands out (``pa.chunked_array`` given a chunked array
+    iterates it value by value: 7 s for 15 M offsets)."""
+    return values.chunks if isinstance(values, pa.ChunkedArray) else [values]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -888,8 +892,7 @@ def _last_rows(rows: pa.Table, keys: Sequence[str], start: str) -> pa.Array:
     if rows.num_rows == 0:
         return pa.array([], pa.int64())
     order, breaks = _key_order(rows, keys, start)
-    chunks = breaks.chunks if isinstance(breaks, pa.ChunkedArray) else [breaks]
-    return order.filter(pa.concat_arrays([*chunks, pa.array([True])]))
+    return order.filter(pa.concat_arrays([*_chunks(breaks), pa.array([True])]))
 
 
 def _key_breaks(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
@@ -1165,6 +1168,37 @@ def entity_version_rows(tables_dir: str | Path, entity: Entity, cluster: str, as
     end = pc.coalesce(bounds.column(hi), _following(bounds.column(lo), breaks))
     live = pc.invert(pc.fill_null(bounds.column(REMOVED), False)).combine_chunks()
     return read, order.filter(live), bounds.column(lo).filter(live), end.filter(live)
+
+
+def version_spans(tables_dir: str | Path, entity: Entity, cluster: str, as_of_offset: int | None,
+                  ) -> tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray]:
+    """The starts and the ends (null while current; an end after ``as_of_offset`` kept as stored) of the
+    ``entity``'s versions of ``cluster`` that start by ``as_of_offset`` (None: all), in no order — the versions
+    :func:`entity_versions` gives, for a caller that counts them (the offline curve, the report's offline series).
+
+    Only the open rows are sorted by key. A stored end is final (only ``jbod maintain`` stores one, and never on a
+    :data:`REMOVED` row), and a key's rows with one precede its open rows (the writer stores no end; a fold ends
+    every open row but the key's last): so a closed version is read as its two offsets, and an open row's end is the
+    start of its key's next open row. After a fold, most versions are closed: the 2 M-partition cluster's 15 M
+    offline intervals were read with their keys and sorted, where now only the few open ones are
+    (docs/performance.md, "The first fold at 2 M partitions")."""
+    names = [k for k, _ in entity.key]
+    lo, hi = (f"{c}_offset" for c in entity.interval)
+    condition = f"cluster_id = {_lit(cluster)}" + ("" if as_of_offset is None else f" AND {lo} <= {int(as_of_offset)}")
+    stored = _stored(tables_dir, entity.history)
+    closed = _run(stored, "stored", f"SELECT {lo}, {hi} FROM stored WHERE {condition} AND {hi} IS NOT NULL AND "
+                                    f"{REMOVED} IS NOT TRUE")
+    rows = _run(stored, "stored", f"SELECT {', '.join(_quote(c) for c in [*names, lo, REMOVED])} FROM stored "
+                                  f"WHERE {condition} AND {hi} IS NULL")
+    if rows.num_rows == 0:
+        return closed.column(lo), closed.column(hi)
+    order, breaks = _key_order(rows, names, lo)
+    starts = rows.column(lo).take(order)
+    live = pc.invert(pc.fill_null(rows.column(REMOVED).take(order), False))
+    ends = _following(starts, breaks).filter(live)
+    del rows, order, breaks
+    return (pa.chunked_array([*closed.column(lo).chunks, *_chunks(starts.filter(live))], pa.int64()),
+            pa.chunked_array([*closed.column(hi).chunks, *_chunks(ends)], pa.int64()))
 
 
 def history_table(tables_dir: str | Path, table: str, cluster: str, columns: Sequence[str] | None = None,

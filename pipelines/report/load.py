@@ -746,11 +746,11 @@ def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[i
     offline), so sorted by Arrow and held as ``array('q')``."""
     import pyarrow.compute as pc  # noqa: PLC0415 - only the tables' readers need pyarrow
 
-    from pipelines.lakehouse.tables import ENTITIES, entity_versions  # noqa: PLC0415 - pyarrow/deltalake
+    from pipelines.lakehouse.tables import ENTITIES, version_spans  # noqa: PLC0415 - pyarrow/deltalake
 
-    rows = entity_versions(tables, ENTITIES["offline"], cluster, upto, [], with_keys=False)
-    spans = _ascending(rows.column("start")), _ascending(pc.drop_null(rows.column("end")))
-    del rows
+    starts, ends = version_spans(tables, ENTITIES["offline"], cluster, upto)
+    spans = _ascending(starts), _ascending(pc.drop_null(ends))
+    del starts, ends
     _release_arrow()
     return spans
 

@@ -23,11 +23,13 @@ from pipelines.lakehouse.tables import (
     REMOVED,
     DeltaRsWriter,
     batch_tables,
+    entity_versions,
     event_row,
     fold_versions,
     history_table,
     read_table,
     table_schemas,
+    version_spans,
 )
 
 ENTITY = ENTITIES["replica"]
@@ -221,3 +223,34 @@ def test_a_fold_a_range_of_topics_at_a_time_stores_what_readers_resolved(tmp_pat
             assert not any(r[REMOVED] for r in after[name])
             assert sorted(repr({k: v for k, v in r.items() if k != REMOVED}) for r in after[name]) == resolved[name]
             assert sorted(map(repr, read_table(tmp_path, name).to_pylist())) == resolved[name]
+
+
+def _spans(root: Path, offset: int | None) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+    """The versions' (start, end) as ``version_spans`` counts them, and as ``entity_versions`` gives them."""
+    starts, ends = version_spans(root, ENTITY, "c", offset)
+    versions = entity_versions(root, ENTITY, "c", offset, [])
+    return (sorted(zip(starts.to_pylist(), ends.to_pylist(), strict=True), key=repr),
+            sorted(zip(versions.column("start").to_pylist(), versions.column("end").to_pylist(), strict=True),
+                   key=repr))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("folds", [(), (1,), (0, 2, 4)])
+def test_the_versions_spans_are_the_versions_own_however_the_rows_were_folded(tmp_path: Path, seed: int,
+                                                                             folds: tuple[int, ...]) -> None:
+    """``version_spans`` sorts only the open rows and reads a closed row's stored end: the same (start, end) pairs
+    as ``entity_versions``, at every offset, with removals and folds at any point between batches."""
+    events = _events(seed, 80)
+    writer = DeltaRsWriter(tmp_path, "app")
+    writer.ensure_tables()
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(events)), 6))
+    for batch_id, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(events)], strict=True)):
+        writer.write_batch(batch_id, _rows(events[a:b]))
+        if batch_id in folds:
+            _fold_tables(tmp_path)
+    closed = sum(r["valid_to_offset"] is not None for r in _stored_rows(tmp_path, ENTITY.history))
+    assert (closed > 0) == bool(folds)
+    for offset in [None, *range(5, 95, 7)]:
+        got, want = _spans(tmp_path, offset)
+        assert got == want, offset
