@@ -499,7 +499,8 @@ def fold_versions(table: DeltaTable, name: str, *, dry_run: bool = False) -> int
         return 0
     table.update_incremental()
     start = "since_offset" if current else f"{entity.interval[0]}_offset"
-    schema = stored(entity.current_schema() if current else entity.history_schema())
+    # The table's own columns, whatever they are: a fold keeps every column it read.
+    schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in pa.schema(table.schema().to_arrow())])
     marks = fold_marks(table)
     # Every row of the version read is folded once this commits: each cluster up to its greatest start.
     reached = {str(r["cluster_id"]): int(r["m"]) for r in pa.table(_engine().register("stored", table).execute(

@@ -14,7 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake import Field as DeltaField
 from deltalake.exceptions import CommitFailedError
+from deltalake.schema import PrimitiveType
 
 from jbod_model.errors import InputError
 from pipelines.lakehouse import tables
@@ -254,3 +256,20 @@ def test_the_versions_spans_are_the_versions_own_however_the_rows_were_folded(tm
     for offset in [None, *range(5, 95, 7)]:
         got, want = _spans(tmp_path, offset)
         assert got == want, offset
+
+
+def test_a_fold_keeps_a_column_it_does_not_know(tmp_path: Path) -> None:
+    """A fold rewrites the stored rows with every column of the table, one added by a later version or by hand
+    included: none is dropped, and the rows read the same."""
+    writer = DeltaRsWriter(tmp_path, "app")
+    writer.ensure_tables()
+    events = _events(3, 40)
+    writer.write_batch(0, _rows(events[:20]))
+    writer.write_batch(1, _rows(events[20:]))
+    table = DeltaTable(tmp_path / ENTITY.history)
+    table.alter.add_columns(DeltaField("note", PrimitiveType("string"), nullable=True))
+    resolved = sorted(map(repr, read_table(tmp_path, ENTITY.history).to_pylist()))
+    assert fold_versions(DeltaTable(tmp_path / ENTITY.history), ENTITY.history) > 0
+    after = DeltaTable(tmp_path / ENTITY.history)
+    assert "note" in after.schema().to_arrow().names
+    assert sorted(map(repr, read_table(tmp_path, ENTITY.history).to_pylist())) == resolved
