@@ -146,25 +146,40 @@ def test_a_table_of_the_merge_layout_is_refused_until_migrated(tmp_path: Path) -
     assert sorted(r["since_offset"] for r in read_table(tmp_path, ENTITY.current).to_pylist()) == [5, 11]
 
 
-def test_a_fold_racing_a_batch_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("way", ["rewrite", "merge"])
+def test_a_fold_racing_a_batch_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str) -> None:
+    """The job commits its next micro-batch between a fold's read of the table and its commit — a rewrite (a first
+    fold) or a MERGE of the changes since the last fold: nothing is lost, and the next fold folds the batch."""
     events = _events(7, 60)
     batches = [events[i:i + 10] for i in range(0, len(events), 10)]
     writer = DeltaRsWriter(tmp_path, "app")
     writer.ensure_tables()
     for batch_id in range(3):
         writer.write_batch(batch_id, _rows(batches[batch_id]))
-    original = tables.write_deltalake
+        if way == "merge" and batch_id == 0:
+            _fold_tables(tmp_path)  # the marks: the next fold MERGEs the changes since
+    monkeypatch.setattr(tables, "FOLD_MERGE_SHARE", 1.0 if way == "merge" else 0.0)
     raced: list[str] = []
 
-    def write_after_a_batch(table: DeltaTable, *args: Any, **kwargs: Any) -> Any:
-        # The job commits its next micro-batch between the fold's read of the table and its rewrite (the batch's
-        # own appends go through here too, once ``raced`` says the batch is on its way).
-        if not raced and kwargs.get("mode") == "overwrite":
+    def a_batch_first(table: DeltaTable) -> None:
+        # The batch's own appends go through the patched writer too, once ``raced`` says it is on its way.
+        if not raced:
             raced.append(table.table_uri)
             writer.write_batch(3, _rows(batches[3]))
-        return original(table, *args, **kwargs)
+
+    write, merge = tables.write_deltalake, DeltaTable.merge
+
+    def write_after_a_batch(table: DeltaTable, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("mode") == "overwrite":
+            a_batch_first(table)
+        return write(table, *args, **kwargs)
+
+    def merge_after_a_batch(self: DeltaTable, *args: Any, **kwargs: Any) -> Any:
+        a_batch_first(self)
+        return merge(self, *args, **kwargs)
 
     monkeypatch.setattr(tables, "write_deltalake", write_after_a_batch)
+    monkeypatch.setattr(DeltaTable, "merge", merge_after_a_batch)
     # Delta's conflict check may refuse the fold: then nothing was written, and the next maintenance folds.
     with contextlib.suppress(CommitFailedError):
         _fold_tables(tmp_path)
@@ -184,15 +199,18 @@ def _stored_rows(root: Path, name: str) -> list[dict[str, Any]]:
     return DeltaTable(root / name).to_pyarrow_table().to_pylist()
 
 
+@pytest.mark.parametrize("share", [0.0, 1.0])
 @pytest.mark.parametrize("seed", range(3))
 def test_a_fold_a_range_of_topics_at_a_time_stores_what_readers_resolved(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
-                                                                        seed: int) -> None:
+                                                                        seed: int, share: float) -> None:
     """Two clusters' events in one table set, folded with the stored rows read a few topic ids at a time: the stored
     rows afterwards are the rows the readers resolved before (every cluster's), none a removal row; the fold says
     how many rows it dropped or closed — as its dry run said, counted from the stored rows here — the first time
     (no fold marks: every row read) and after more batches (with marks: the changed keys only)."""
     monkeypatch.setattr(tables, "PIECE_STORED_ROWS", 4)
+    # The second fold MERGEs its changes (share 1) or rewrites the table (share 0); the first always rewrites.
+    monkeypatch.setattr(tables, "FOLD_MERGE_SHARE", share)
     rng = random.Random(seed)
     events = [(cluster, *event) for cluster, event in zip(
         (rng.choice("xy") for _ in range(120)), _events(seed, 120), strict=False)]
@@ -236,12 +254,14 @@ def _spans(root: Path, offset: int | None) -> tuple[list[tuple[Any, Any]], list[
                    key=repr))
 
 
+@pytest.mark.parametrize("share", [0.0, 1.0])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("folds", [(), (1,), (0, 2, 4)])
-def test_the_versions_spans_are_the_versions_own_however_the_rows_were_folded(tmp_path: Path, seed: int,
-                                                                             folds: tuple[int, ...]) -> None:
+def test_the_versions_spans_are_the_versions_own_however_the_rows_were_folded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, folds: tuple[int, ...], share: float) -> None:
     """``version_spans`` sorts only the open rows and reads a closed row's stored end: the same (start, end) pairs
     as ``entity_versions``, at every offset, with removals and folds at any point between batches."""
+    monkeypatch.setattr(tables, "FOLD_MERGE_SHARE", share)  # a fold after the first: MERGE (1) or rewrite (0)
     events = _events(seed, 80)
     writer = DeltaRsWriter(tmp_path, "app")
     writer.ensure_tables()
