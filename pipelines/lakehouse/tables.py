@@ -568,7 +568,7 @@ def _fold_changes(table: DeltaTable, entity: Entity, current: bool, marks: Mappi
     them, or a :data:`REMOVED` row); the history's open rows a later row ends, with that row's start as
     ``_next_offset``/``_next_time``, and its :data:`REMOVED` rows. With ``marks``, only the rows of the keys with a
     row appended since the last fold are read (:func:`_changed_keys`, :func:`_latest_rows`' keys) — the only keys a
-    fold can change; without, every row, a range of keys at a time (:func:`_fold_ranges`). Only the key, start, end
+    fold can change; without, every row. A range of keys at a time (:func:`_fold_ranges`); only the key, start, end
     and :data:`REMOVED` columns are read."""
     names = list(entity.key_names)
     if current:
@@ -583,7 +583,7 @@ def _fold_changes(table: DeltaTable, entity: Entity, current: bool, marks: Mappi
     rows = "stored s" if keys is None else f"{keys} g JOIN stored s ON {_same_key(entity, 'g', 's')}"
     pieces = [_piece_changes(entity, current, _run(table, "stored",
                                                    f"SELECT {select} FROM {rows} WHERE TRUE{among('s.')}"))
-              for among in _fold_ranges(table, entity, marks)]
+              for among in _fold_ranges(table, entity)]
     return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
 
@@ -612,11 +612,12 @@ def _piece_changes(entity: Entity, current: bool, read: pa.Table) -> pa.Table:
                      for f in out}, schema=out)
 
 
-def _fold_ranges(table: DeltaTable, entity: Entity, marks: Mapping[str, int] | None) -> list[Callable[[str], str]]:
+def _fold_ranges(table: DeltaTable, entity: Entity) -> list[Callable[[str], str]]:
     """SQL conditions (``" AND …"`` on a table alias with its dot, or nothing) cutting a fold's read of a large
     table into ranges of its first key column after the cluster (:func:`_key_ranges`: every row of a key in one
-    range); after a fold, with ``marks``, the keys changed since are few and read in one piece."""
-    return [lambda row: ""] if marks else _key_ranges(table, entity.key_names[1], "TRUE")
+    range). After a fold too: the keys changed since are usually few, but a table left unfolded for weeks may have
+    most of its keys changed, and their rows are read to be counted."""
+    return _key_ranges(table, entity.key_names[1], "TRUE")
 
 
 def _folded_rows(table: DeltaTable, entity: Entity, current: bool, counted: list[int]) -> Iterator[pa.Table]:
@@ -625,7 +626,7 @@ def _folded_rows(table: DeltaTable, entity: Entity, current: bool, counted: list
     the table a range at a time holds a range's rows, not the table's: DataFusion's ``LEAD`` window over the 21 M
     open rows of the 2 M-partition cluster's replica history took 600 s and 9.9 GB, and a MERGE of the ends it found
     38-62 s and 5-7 GB more (docs/performance.md, "The first fold at 2 M partitions")."""
-    for among in _fold_ranges(table, entity, None):
+    for among in _fold_ranges(table, entity):
         read = _run(table, "stored", f"SELECT * FROM stored s WHERE TRUE{among('s.')}")
         if read.num_rows == 0:
             continue
