@@ -591,14 +591,11 @@ def _piece_changes(entity: Entity, current: bool, read: pa.Table) -> pa.Table:
     """:func:`_fold_changes` of stored rows holding every row of each of their keys."""
     names = list(entity.key_names)
     if current:
-        kept = np.ones(read.num_rows, dtype=bool)
-        if read.num_rows:
-            last = _last_rows(read, names, "since_offset")
-            live = pc.invert(pc.fill_null(read.column(REMOVED).take(last), False))
-            kept[last.filter(live).to_numpy()] = False
-        return read.select([*names, "since_offset"]).filter(pa.array(kept))
-    lo, hi = entity.interval
-    start, start_time, end = f"{lo}_offset", f"{lo}_time", f"{hi}_offset"
+        dropped = np.ones(read.num_rows, dtype=bool)
+        dropped[_latest_live(read, names).to_numpy()] = False
+        return read.select([*names, "since_offset"]).filter(pa.array(dropped))
+    lo = entity.interval[0]
+    start, start_time = f"{lo}_offset", f"{lo}_time"
     out = pa.schema([*(read.schema.field(c) for c in [*names, start, REMOVED]), pa.field("_next_offset", pa.int64()),
                      read.schema.field(start_time).with_name("_next_time")])
     if read.num_rows == 0:
@@ -606,10 +603,27 @@ def _piece_changes(entity: Entity, current: bool, read: pa.Table) -> pa.Table:
     rows, breaks = _key_breaks(read, names, start)
     following = {"_next_offset": _following(rows.column(start), breaks),
                  "_next_time": _following(rows.column(start_time), breaks)}
-    changed = pc.or_(pc.fill_null(rows.column(REMOVED), False),
-                     pc.and_(pc.is_null(rows.column(end)), pc.is_valid(following["_next_offset"])))
+    changed = _changed_by_fold(rows, following["_next_offset"], entity)
     return pa.table({f.name: (following[f.name] if f.name in following else rows.column(f.name)).filter(changed)
                      for f in out}, schema=out)
+
+
+def _latest_live(read: pa.Table, names: Sequence[str]) -> pa.Array:
+    """The positions in a current table's stored rows (every row of each of their keys) of the rows a fold keeps:
+    each key's row with the greatest ``since_offset``, unless it is a :data:`REMOVED` row; in key order."""
+    if read.num_rows == 0:
+        return pa.array([], pa.int64())
+    last = _last_rows(read, names, "since_offset")
+    return last.filter(pc.invert(pc.fill_null(read.column(REMOVED).take(last), False)))
+
+
+def _changed_by_fold(rows: pa.Table, following: pa.Array, entity: Entity) -> pa.Array | pa.ChunkedArray:
+    """Which of a history's stored rows, sorted by key then start (``following``: each one's next row's start
+    within its key, :func:`_following`), a fold changes: the :data:`REMOVED` rows (dropped) and the open rows a later
+    row ends."""
+    end = f"{entity.interval[1]}_offset"
+    return pc.or_(pc.fill_null(rows.column(REMOVED), False),
+                  pc.and_(pc.is_null(rows.column(end)), pc.is_valid(following)))
 
 
 def _fold_ranges(table: DeltaTable, entity: Entity) -> list[Callable[[str], str]]:
@@ -650,19 +664,17 @@ def _resolve_piece(entity: Entity, current: bool, read: pa.Table) -> tuple[pa.Ta
     if read.num_rows == 0:
         return read, 0
     if current:
-        last = _last_rows(read, names, "since_offset")
-        kept = last.filter(pc.invert(pc.fill_null(read.column(REMOVED).take(last), False)))
+        kept = _latest_live(read, names)
         rows = read.take(kept)
         return rows.set_column(rows.schema.get_field_index(REMOVED), REMOVED,
                                pa.nulls(rows.num_rows, pa.bool_())), read.num_rows - len(kept)
-    lo, hi = (f"{c}_offset" for c in entity.interval)
+    lo = f"{entity.interval[0]}_offset"
     rows, breaks = _key_breaks(read, names, lo)
-    stored_open = pc.is_null(rows.column(hi))
+    folded = pc.sum(_changed_by_fold(rows, _following(rows.column(lo), breaks), entity)).as_py() or 0
     derived = _derived_ends(rows, breaks, entity)
-    removed = pc.fill_null(rows.column(REMOVED), False)
-    folded = pc.sum(pc.or_(removed, pc.and_(stored_open, pc.is_valid(derived.column(hi))))).as_py() or 0
+    live = pc.invert(pc.fill_null(rows.column(REMOVED), False))
     derived = derived.set_column(derived.schema.get_field_index(REMOVED), REMOVED, pa.nulls(rows.num_rows, pa.bool_()))
-    return derived.filter(pc.invert(removed)), int(folded)
+    return derived.filter(live), int(folded)
 
 
 def _derived_ends(rows: pa.Table, breaks: pa.Array | pa.ChunkedArray, entity: Entity) -> pa.Table:
