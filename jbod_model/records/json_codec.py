@@ -381,12 +381,13 @@ PIECE_ROWS: Final = 4096
 
 class Slices:
     """A list a document holds as consecutive slices, made one at a time while :func:`dumps_pieces` writes them:
-    what a writer gives for a list too large to hold whole beside its text (``slices``: an iterable of lists, read
-    once; the list is their concatenation)."""
+    what a writer gives for a list too large to hold whole beside its text (``slices``: an iterable, read once, of
+    lists — the list is their concatenation — or of a slice's text already made: its items' JSON joined by ``,``,
+    without brackets, the empty string for none)."""
 
     __slots__ = ("slices",)
 
-    def __init__(self, slices: Iterable[list[Any]]) -> None:
+    def __init__(self, slices: Iterable[list[Any] | str]) -> None:
         self.slices = slices
 
 
@@ -400,7 +401,7 @@ def dumps_pieces(doc: Mapping[str, Any], *, rows: int = PIECE_ROWS) -> Iterator[
     for i, (key, value) in enumerate(doc.items()):
         head = ("," if i else "") + dumps_without_floats(key) + ":"
         if isinstance(value, Slices):
-            parts: Iterable[list[Any]] = value.slices
+            parts: Iterable[list[Any] | str] = value.slices
         elif isinstance(value, list) and len(value) > rows:
             parts = (value[lo:lo + rows] for lo in range(0, len(value), rows))
         else:
@@ -410,8 +411,9 @@ def dumps_pieces(doc: Mapping[str, Any], *, rows: int = PIECE_ROWS) -> Iterator[
         # A list's text is "[" + its items joined by "," + "]": each slice's without its brackets.
         first = True
         for part in parts:
-            if part:
-                yield ("" if first else ",") + dumps_without_floats(part)[1:-1]
+            text = part if isinstance(part, str) else dumps_without_floats(part)[1:-1] if part else ""
+            if text:
+                yield ("" if first else ",") + text
                 first = False
         yield "]"
     yield "}"

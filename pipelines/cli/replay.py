@@ -87,7 +87,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             if as_json:
                 # Its rows made a slice at a time as they are written, in pieces, as the log's image below: the
                 # document was 8 M dicts and its text 1.7 GB at 2 M partitions (docs/performance.md).
-                for piece in dumps_pieces(as_of_image_sliced(tables, cid, n)):
+                for piece in dumps_pieces(as_of_image_sliced(tables, cid, n, text=True)):
                     sys.stdout.write(piece)
                 sys.stdout.write("\n")
                 return

@@ -75,9 +75,10 @@ from jbod_model.records.json_codec import PIECE_ROWS, Slices, record_from_json, 
 from jbod_model.records.metadata import BrokerEndpoint, Record
 from jbod_model.replay import CONFIGURATION_RECORDS, configurations_of
 from jbod_model.report import DirectoryPaths
-from jbod_model.slots import gc_paused, gc_paused_iteration
+from jbod_model.slots import gc_paused
 from jbod_model.sources import snapshot_image
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.jsontext import text_slices
 
 TIME = pa.timestamp("us", tz="UTC")
 INTS = pa.list_(pa.int32())
@@ -1371,14 +1372,18 @@ def as_of_image(tables_dir: str | Path, cluster: str | None = None, as_of_offset
 
 
 def as_of_image_sliced(tables_dir: str | Path, cluster: str, as_of_offset: int | None, *,
-                       rows: int = PIECE_ROWS) -> dict[str, Any]:
+                       rows: int = PIECE_ROWS, text: bool = False) -> dict[str, Any]:
     """:func:`as_of_image`'s document with its lists as :class:`~jbod_model.records.json_codec.Slices` of ``rows``
     rows, each made from the tables' columns as it is written (``jbod image --tables --json``, through
     ``dumps_pieces``): at 2 M partitions the whole document was 8 M dicts. Every table is read before this
     returns, so a bad table fails before any output; only the rows' Python objects wait. Every list comes out of
     :func:`entity_state` in the contract's order (by key: topic id text, partition, broker), so its rows are
     zipped from columns, never sorted or turned into dicts one by one first; each slice is made with the cyclic
-    collector paused, as ``image_to_json`` is (millions of acyclic dicts and lists)."""
+    collector paused, as ``image_to_json`` is (millions of acyclic dicts and lists).
+
+    ``text``: the slices are the rows' JSON text, made by Arrow's kernels (:func:`~pipelines.lakehouse.jsontext.
+    text_slices`, ``rows`` ignored), where a slice's values allow it — for a writer, never for a reader of the
+    rows (:func:`as_of_image`)."""
     read = {key: entity_state(tables_dir, ENTITIES[entity], cluster, as_of_offset, columns)
             for key, (entity, columns, _) in _IMAGE_LISTS.items()}
     levels = entity_state(tables_dir, ENTITIES["feature"], cluster, as_of_offset, ("level",))
@@ -1388,10 +1393,12 @@ def as_of_image_sliced(tables_dir: str | Path, cluster: str, as_of_offset: int |
     def sliced(table: pa.Table, names: Sequence[str]) -> Slices:
         objects = _objects_of(names)
 
-        def slices() -> Iterator[list[dict[str, Any]]]:
-            for lo in range(0, table.num_rows, rows):
-                yield objects([c.to_pylist() for c in table.slice(lo, rows).columns])
-        return Slices(gc_paused_iteration(slices()))
+        def made(part: pa.Table) -> list[dict[str, Any]]:
+            with gc_paused():
+                return objects([c.to_pylist() for c in part.columns])
+        if text:
+            return Slices(text_slices(table, names, made))
+        return Slices(made(table.slice(lo, rows)) for lo in range(0, table.num_rows, rows))
 
     return {"featureLevel": level, "metadataVersion": MetadataVersion(level).name,
             "lastOffset": last_offset(tables_dir, cluster, as_of_offset),

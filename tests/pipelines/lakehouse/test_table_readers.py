@@ -152,6 +152,8 @@ def test_the_image_written_a_slice_at_a_time_is_the_images_text(tmp_path: Path) 
             assert dumps_without_floats(as_of_image(tmp_path, "c", n)) == want, n
             for rows in (1, 5, 10_000):
                 assert "".join(dumps_pieces(as_of_image_sliced(tmp_path, "c", n, rows=rows))) == want, (n, rows)
+            # What `jbod image --tables --json` writes: the rows' text made by Arrow's kernels.
+            assert "".join(dumps_pieces(as_of_image_sliced(tmp_path, "c", n, text=True))) == want, n
 
     check()
     assert maintain(tmp_path, MaintenanceSettings(), only=sorted(VERSIONED)).ok
