@@ -25,6 +25,7 @@ from pipelines.lakehouse.tables import (
     REMOVED,
     DeltaRsWriter,
     batch_tables,
+    entity_state,
     entity_versions,
     event_row,
     fold_versions,
@@ -254,13 +255,28 @@ def _spans(root: Path, offset: int | None) -> tuple[list[tuple[Any, Any]], list[
                    key=repr))
 
 
+def _state_at(events: list[tuple[tuple[str, int, int], int, dict[str, Any] | None]], offset: int | None,
+              ) -> set[tuple[Any, ...]]:
+    """The live keys with their directory and state after the events up to ``offset`` (None: all)."""
+    state: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for key, at, value in events:
+        if offset is None or at <= offset:
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+    return {(*k, v["directory"], v["offline"]) for k, v in state.items()}
+
+
 @pytest.mark.parametrize("share", [0.0, 1.0])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("folds", [(), (1,), (0, 2, 4)])
 def test_the_versions_spans_are_the_versions_own_however_the_rows_were_folded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, folds: tuple[int, ...], share: float) -> None:
     """``version_spans`` sorts only the open rows and reads a closed row's stored end: the same (start, end) pairs
-    as ``entity_versions``, at every offset, with removals and folds at any point between batches."""
+    as ``entity_versions``, at every offset, with removals and folds at any point between batches. And
+    ``entity_state``, which takes a closed row where it holds the offset and looks for the newest start among the
+    open rows alone, gives the events' state at each offset, in key order."""
     monkeypatch.setattr(tables, "FOLD_MERGE_SHARE", share)  # a fold after the first: MERGE (1) or rewrite (0)
     events = _events(seed, 80)
     writer = DeltaRsWriter(tmp_path, "app")
@@ -276,6 +292,11 @@ def test_the_versions_spans_are_the_versions_own_however_the_rows_were_folded(
     for offset in [None, *range(5, 95, 7)]:
         got, want = _spans(tmp_path, offset)
         assert got == want, offset
+        state = entity_state(tmp_path, ENTITY, "c", offset, ["directory", "offline"]).to_pylist()
+        assert {tuple(r.values()) for r in state} == _state_at(events, offset), offset
+        assert len(state) == len(_state_at(events, offset))
+        keys = [(r["topic_id"], r["partition_id"], r["broker_id"]) for r in state]
+        assert keys == sorted(keys), offset
 
 
 def test_a_fold_keeps_a_column_it_does_not_know(tmp_path: Path) -> None:
