@@ -12,7 +12,10 @@ dir and as canonical JSONL, then measures, in one run on the same machine:
    standalone cluster of two one-core workers), session start apart, with its peak memory and the state store's
    bytes (written, read through iterators, copied into the checkpoint: Spark's own per-batch RocksDB metrics);
 4. an incremental run after appending 1 % more records to the log (the last run's checkpoint): what a scheduled job
-   pays per run once the cluster is loaded.
+   pays per run once the cluster is loaded;
+5. with ``--follow`` (on a cached cluster): the same records through a job that keeps running (``jbod run
+   --follow``), from their bytes in the segment to their micro-batch written — what a following job pays per
+   increment, its query's start paid once.
 
 Usage: ``python benchmarks/spark_benchmark.py [--topics N] [--partitions-per-topic N] [--operations N] [--runs …]
 [--out DIR] [--json]``, or on a cached benchmark cluster (``benchmarks/clusters.py``: the 200 k-partition log the
@@ -50,8 +53,9 @@ from jbod_model.replay import Replayer
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.simulator.output import append_to_segment, write_jsonl_file, write_metadata_dir
 from jbod_model.sources import open_inputs
+from jbod_model.storage import iter_batches
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
-from pipelines.lakehouse.tables import as_of_image
+from pipelines.lakehouse.tables import as_of_image, last_offset, resolve_cluster
 from pipelines.streaming.job import RunSummary, run_job, spark_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
@@ -258,6 +262,86 @@ def _incremental_run(work: Path, node: Path, master: str, buckets: int) -> RunSu
     return second
 
 
+def _followed_increment(work: Path, held: Path, segment: Path, master: str, buckets: int, records: int,
+                        whole: tuple[str, int]) -> dict[str, float]:
+    """Issue #13 item 4 for a job that keeps running (``jbod run --follow``): a copy of the last full run's tables
+    and checkpoint continued by a following query (polling every second), while the held-back segment appears in
+    two pieces — the first warms the running job up (its first micro-batch pays the query's start: Spark's planning
+    processes, the workers' daemon), the second, the segment's last batches holding about 1 % of ``records``, is
+    timed from the moment its bytes are in the file to the moment the job has written them (its batch written,
+    the tables' last offset at the log's end). The tables are then checked against the model's whole-log image
+    (``whole``: its digest and last offset).
+    Leaves ``segment`` whole, as the scheduled incremental run reads it."""
+    tables = work / "tables-followed"
+    shutil.rmtree(tables, ignore_errors=True)
+    shutil.copytree(_tables_dir(work, master, buckets), tables)
+    headers = [b.header for b in iter_batches(held)]
+    cut, timed = len(headers), 0
+    while cut > 1 and timed < records // 100:
+        cut -= 1
+        timed += headers[cut].last_offset - headers[cut].base_offset + 1
+    data = held.read_bytes()
+    split = headers[cut].position
+    digest, end = whole
+    staged = segment.with_suffix(".part")
+    staged.write_bytes(data[:split])
+    staged.rename(segment)  # the warm-up piece appears whole, as a new segment
+    written: list[float] = []
+    spent: list[float] = []  # each batch's own seconds (BatchStats: compute and writes), the poll's wait apart
+    arrived = threading.Condition()
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def on_batch(stats: Any) -> None:
+        with arrived:
+            written.append(time.perf_counter())
+            spent.append(stats.seconds)
+            arrived.notify_all()
+
+    def until(count: int) -> None:
+        with arrived:
+            if not arrived.wait_for(lambda: len(written) >= count or bool(failed), timeout=900):
+                raise TimeoutError("the following job wrote no batch in 900 s")
+        if failed:
+            raise failed[0]
+
+    with _master_url(work, master) as url:
+        spark = spark_session(url)
+
+        def job() -> None:
+            try:
+                run_job([work / "in"], tables, tables / "_checkpoint", spark=spark, buckets=buckets, follow=True,
+                        follow_interval="1 second", on_batch=on_batch, stop_when=stop.is_set)
+            except BaseException as e:  # handed to the waiting thread
+                failed.append(e)
+                with arrived:
+                    arrived.notify_all()
+
+        thread = threading.Thread(target=job, name="followed-job")
+        thread.start()
+        try:
+            until(1)  # the warm-up piece: one micro-batch (it appeared whole, and is far under the batch cap)
+            cluster = resolve_cluster(tables, None)
+            time.sleep(3)  # idle polls: the job is waiting for more
+            seen = len(written)
+            with open(segment, "ab") as f:
+                f.write(data[split:])
+            appended = time.perf_counter()
+            batches = 0
+            while last_offset(tables, cluster, None) < end:
+                until(seen + batches + 1)
+                batches += 1
+            done = written[-1]
+        finally:
+            stop.set()
+            thread.join()
+            spark.stop()
+    assert _digest(as_of_image(tables)) == digest, "the followed job's tables differ from the model"
+    shutil.rmtree(tables, ignore_errors=True)
+    return {"followed_records": timed, "followed_batches": batches, "followed_seconds": round(done - appended, 2),
+            "followed_batch_seconds": round(sum(spent[seen:]), 2)}
+
+
 def _tables_dir(work: Path, master: str, buckets: int) -> Path:
     return work / f"tables-{master.replace('[', '').replace(']', '')}-b{buckets}"
 
@@ -294,6 +378,7 @@ def _on_cached_cluster(args: argparse.Namespace) -> int:
     pure_all_seconds, pure_all = _pure_replay(cluster.node_dir)
     _check_duckdb(duck_image, pure_all)
     partitions, replicas = len(pure_all["partitions"]), len(pure_all["replicas"])
+    whole = (_digest(pure_all), int(pure_all["lastOffset"]))
     del duck_image, pure_all
     pure_seconds, pure_image = _pure_replay(node)
     first_records = pure_image["lastOffset"] + 1
@@ -302,9 +387,15 @@ def _on_cached_cluster(args: argparse.Namespace) -> int:
     duck_share = duck_seconds * first_records / total_records
     runs, (master, buckets) = _spark_runs(work, args.runs, duck_share, digest)
 
-    held.rename(segments[-1])
-    second = _incremental_run(work, node, master, buckets)
     full = runs[f"{master}:{buckets}"]["job_seconds"]
+    followed: dict[str, float] = {}
+    if args.follow:
+        followed = _followed_increment(work, held, segments[-1], master, buckets, first_records, whole)
+        followed["followed_over_full"] = round(followed["followed_seconds"] / full, 3)
+        held.unlink()
+    else:
+        held.rename(segments[-1])
+    second = _incremental_run(work, node, master, buckets)
     results: dict[str, Any] = {
         "cluster": cluster.shape.key, "records": total_records, "partitions": partitions, "replicas": replicas,
         "duckdb_seconds_all_records": round(duck_seconds, 2),
@@ -317,6 +408,7 @@ def _on_cached_cluster(args: argparse.Namespace) -> int:
         "incremental_share": round((total_records - first_records) / first_records, 3),
         "incremental_seconds": round(second.seconds, 2),
         "incremental_over_full": round(second.seconds / full, 3),
+        **followed,
         "work_dir": str(work),
     }
     if args.write_cost:
@@ -371,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=None,
                         help="Read the cached benchmark cluster of this many partitions (benchmarks/clusters.py, "
                              "e.g. 200011) instead of generating a log from the options above.")
+    parser.add_argument("--follow", action="store_true",
+                        help="With --partitions: also time the held-back segment's last 1 %% of records through a "
+                             "job that keeps running (jbod run --follow), from their bytes in the file to their "
+                             "batch written.")
     parser.add_argument("--write-cost", type=int, nargs="*", default=None, metavar="ROWS",
                         help="Also time one micro-batch's Delta writes touching 100 keys with the replica tables "
                              "holding each of these row counts (default with the flag alone: 100000 6000000).")
