@@ -77,6 +77,7 @@ def _texts(column: pa.Array) -> pa.Array | None:
 
 
 def _scalar_texts(column: pa.Array) -> pa.Array | None:
+    """Each value's JSON text, null for a null; None for a type not written here or a string JSON escapes."""
     kind = column.type
     if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
         return pc.cast(column, pa.string())

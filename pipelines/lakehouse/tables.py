@@ -1146,8 +1146,8 @@ def entity_state(tables_dir: str | Path, entity: Entity, cluster: str, as_of_off
                 open_then = pc.or_kleene(open_then, pc.greater(read.column(end), int(as_of_offset)))
             live = pc.and_(live, open_then)
         # A key has one row now — its newest open one, or the closed one valid then — so this keeps it (two rows of
-        # a key never share a start: each is the key's change at that offset). One take of the live ones, in key order, with only the
-        # columns asked for: sorting the whole read, then filtering it, made two more copies of it.
+        # a key never share a start: each is the key's change at that offset). One take of the live ones, in key
+        # order, with only the columns asked for: sorting the whole read, then filtering it, made two more copies.
         last = _last_rows(read, names, start)
         return read.select(shown).take(last.filter(live.take(last)))
 
