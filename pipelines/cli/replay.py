@@ -86,7 +86,8 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
             n = resolve_as_of(tables, cid, as_of_offset, as_of)
             if as_json:
                 # Its rows made a slice at a time as they are written, in pieces, as the log's image below: the
-                # document was 8 M dicts and its text 1.7 GB at 2 M partitions (docs/performance.md).
+                # document was 8 M dicts and its text 1.7 GB at 2 M partitions (docs/performance.md). The slices'
+                # text is made by Arrow's kernels from the columns, on every core (lakehouse/jsontext.py).
                 for piece in dumps_pieces(as_of_image_sliced(tables, cid, n, text=True)):
                     sys.stdout.write(piece)
                 sys.stdout.write("\n")
