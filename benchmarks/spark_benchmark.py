@@ -473,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.write_cost == []:
         args.write_cost = [100_000, 6_000_000]
+    if args.follow and args.partitions is None:
+        parser.error("--follow needs --partitions (a cached cluster's held-back segment)")
     if args.partitions is not None:
         return _on_cached_cluster(args)
 

@@ -34,7 +34,6 @@ from jbod_model.records.json_codec import dumps_without_floats
 TEXT_ROWS: Final = 16_384
 
 
-
 def rows_json(table: pa.Table, names: Sequence[str]) -> str | None:
     """The JSON text of ``table``'s rows as objects whose keys are ``names`` (one per column, in order), joined by
     ``,`` without the list's brackets — ``dumps_without_floats([{name: value, …}, …])[1:-1]`` — or None where a
@@ -51,8 +50,13 @@ def rows_json(table: pa.Table, names: Sequence[str]) -> str | None:
     # data buffer as it is, from the first row's start to the last row's end, less that last comma.
     parts.append("},")
     rows = pc.binary_join_element_wise(*parts, "")
-    offsets = np.frombuffer(rows.buffers()[1], dtype=np.int32, count=len(rows) + 1, offset=rows.offset * 4)
+    offsets = _offsets(rows)
     return codecs.decode(memoryview(rows.buffers()[2])[offsets[0]:offsets[-1] - 1], "utf-8")
+
+
+def _offsets(text: pa.Array) -> np.ndarray[Any, np.dtype[np.int32]]:
+    """The value offsets of the text array ``text`` (a slice's own: its first row's start to its last row's end)."""
+    return np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=text.offset * 4)
 
 
 def _texts(column: pa.Array) -> pa.Array | None:
@@ -91,7 +95,7 @@ def _any_escaped(column: pa.Array) -> bool:
     data = column.buffers()[2]
     if data is None or len(column) == 0:
         return False
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    offsets = _offsets(column)
     values = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
     return bool((values < 0x20).any() or (values == ord('"')).any() or (values == ord("\\")).any())
 
