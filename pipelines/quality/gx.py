@@ -1,6 +1,6 @@
 """great-expectations plumbing: each :class:`~pipelines.quality.expectations.Check` as a GX expectation, run on
 pandas or Spark DataFrames, its result turned into a :class:`~pipelines.quality.results.CheckResult`, and the data
-docs site. great-expectations is imported only when a runner is made: it takes seconds to load."""
+docs site. great-expectations is imported only when a runner first validates: it takes seconds to load."""
 
 from __future__ import annotations
 
@@ -49,12 +49,26 @@ class GxRunner:
     validation definitions and results kept across runs, so the data docs show history) or, with
     ``project_dir=None``, an ephemeral one (tests). The data docs site goes to ``docs_dir``.
 
-    great-expectations is imported here, on first use (the import takes seconds; no other command pays it)."""
+    great-expectations is imported, and its context opened, at the first validation (or the docs' build), not when
+    the runner is made: the import takes seconds, and ``jbod check`` makes its runner before it starts building the
+    log suite's frame in a second process — the check's longest part, which would otherwise wait for the import
+    (docs/data-quality.md, "twelfth round")."""
 
     def __init__(self, engine: str = "pandas", project_dir: Path | None = None, docs_dir: Path | None = None,
                  spark: Any = None) -> None:
         if engine not in ENGINES:
             raise InputError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        self.engine = engine
+        self.docs_dir = docs_dir
+        self._project_dir = project_dir
+        self._spark = spark
+        self._ctx: Any = None
+        self._batches: dict[str, Any] = {}
+
+    def _open(self) -> None:
+        """Import great-expectations and open the context, once."""
+        if self._ctx is not None:
+            return
         with _quiet():
             import great_expectations as gx  # noqa: PLC0415 - slow import, only for checks
             import great_expectations.expectations as gxe  # noqa: PLC0415
@@ -62,6 +76,7 @@ class GxRunner:
             from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: PLC0415
 
             self._gx, self._gxe, self._run_identifier = gx, gxe, RunIdentifier
+            project_dir, docs_dir = self._project_dir, self.docs_dir
             ctx: Any
             if project_dir is None:
                 ctx = gx.get_context(mode="ephemeral")
@@ -72,7 +87,6 @@ class GxRunner:
             ctx.variables.analytics_enabled = False
             if project_dir is not None:
                 ctx.variables.save()
-            self.docs_dir = docs_dir
             if docs_dir is not None:
                 sites = ctx.list_data_docs_sites()
                 if "local_site" in sites:
@@ -85,15 +99,12 @@ class GxRunner:
                     ctx.update_data_docs_site(DOCS_SITE, site)
                 else:
                     ctx.add_data_docs_site(DOCS_SITE, site)
-            self._ctx = ctx
-            self.engine = engine
-            self._spark = spark
             self._source: Any
-            if engine == "spark":
+            if self.engine == "spark":
                 self._source = ctx.data_sources.add_or_update_spark("kraft_jbod_spark")
             else:
                 self._source = ctx.data_sources.add_or_update_pandas("kraft_jbod_pandas")
-            self._batches: dict[str, Any] = {}
+            self._ctx = ctx
 
     def _batch_definition(self, frame: str) -> Any:
         if frame not in self._batches:
@@ -129,6 +140,7 @@ class GxRunner:
     def validate(self, suite: str, frame: Frame, checks: Sequence[Check], settings: QualitySettings,
                  run_name: str, run_time: datetime) -> list[tuple[Check, Any]]:
         """Run one GX suite (``<suite>.<frame>``) on one frame; return each check with its GX result."""
+        self._open()
         gx = self._gx
         with _quiet():
             gx_suite = gx.ExpectationSuite(
@@ -152,6 +164,7 @@ class GxRunner:
         """Build the data docs site; its ``index.html`` (None without a docs dir)."""
         if self.docs_dir is None:
             return None
+        self._open()
         with _quiet():
             self._ctx.build_data_docs(site_names=[DOCS_SITE])
         return self.docs_dir / "index.html"
