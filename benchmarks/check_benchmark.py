@@ -324,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = None
     if args.engine == "spark":
-        from pipelines.streaming.job import spark_session  # noqa: PLC0415 - Spark only for this engine
+        from pipelines.streaming.session import spark_session  # noqa: PLC0415 - Spark only for this engine
 
         spark = spark_session("local[2]")
     base = args.out or Path(tempfile.mkdtemp(prefix="check-bench-"))

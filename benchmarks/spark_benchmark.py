@@ -56,7 +56,8 @@ from jbod_model.sources import open_inputs
 from jbod_model.storage import iter_batches
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.lakehouse.tables import as_of_image, last_offset, resolve_cluster
-from pipelines.streaming.job import RunSummary, run_job, spark_session
+from pipelines.streaming.job import RunSummary, run_job
+from pipelines.streaming.session import spark_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from standalone_support import standalone_cluster  # the tests' standalone cluster launcher

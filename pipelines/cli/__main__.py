@@ -3,7 +3,7 @@ script for spark-submit, ``spark-submit [--master …] <this file> run --input �
 
 Every ``jbod`` command works through it (``run``, ``check --engine spark``, ``jobs run NAME`` …). Under spark-submit
 the job uses the session spark-submit configured — its master, its ``--conf`` and spark-defaults.conf win over the
-profile's ``spark.*`` settings (``pipelines.streaming.job.spark_session``; docs/jobs.md).
+profile's ``spark.*`` settings (``pipelines.streaming.session.spark_session``; docs/jobs.md).
 :func:`pipelines.cli.spark_submit.spark_submit_argv` writes the command line for a job of ``jobs.yaml``
 (``jbod jobs spark-submit NAME``).
 

@@ -141,7 +141,8 @@ def _run_on_spark(config: Any, cluster: str | None, inputs: Any, docs: bool) -> 
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from pipelines.quality import run_checks  # noqa: PLC0415
-    from pipelines.streaming.job import spark_session, stdout_to_stderr  # noqa: PLC0415
+    from pipelines.streaming.job import stdout_to_stderr  # noqa: PLC0415
+    from pipelines.streaming.session import spark_session  # noqa: PLC0415
 
     with stdout_to_stderr():
         # Reuse a session this process already runs (and leave it running); stop only the one started here.

@@ -21,6 +21,7 @@ from jbod_model.uuid import Uuid
 from pipelines.cli import shared
 from pipelines.cli.shared import JsonOpt
 from pipelines.config.profiles import resolve_config
+from pipelines.streaming.session import start_jvm_for
 
 #: The bundled demo's disks: a copy of each broker's filesystem root (``broker-<id>/mnt/d<n>/meta.properties``),
 #: loaded into ``dir_inventory`` by a ``jbod run`` without ``--input`` so that its failed disk shows by path.
@@ -106,14 +107,16 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
     """Replay KRaft metadata on Spark into Delta tables (structured streaming, stateful, exactly once) and print
     where replicas went offline. With no input, the bundled demo cluster with a disk failure is replayed, and its
     disks' meta.properties are loaded into dir_inventory."""
-    # Spark, pandas and Delta load only for this command (about a second): the other commands stay quick.
-    from pipelines.streaming.job import DEMO_INPUT, run_with_config, stdout_to_stderr  # noqa: PLC0415
-
     with shared.fail():
         config = resolve_config(conf, cli={"tables": tables, "cluster_id": cluster_id,
                                            "max_entries_per_batch": max_entries_per_batch, "buckets": buckets,
                                            "spark.master": master,
                                            "read_policy": None if policy is None else shared.policy(policy)})
+        # Spark's JVM starts while this command imports the job (Spark, pandas and Delta load only for it, about a
+        # second: the other commands stay quick).
+        start_jvm_for(config)
+        from pipelines.streaming.job import DEMO_INPUT, run_with_config, stdout_to_stderr  # noqa: PLC0415
+
         if inputs is None:
             # The demo: its cluster named as its disks name it, each broker's copy read as that broker's root.
             if config.cluster_id is None:

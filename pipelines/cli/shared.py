@@ -216,9 +216,9 @@ def batch_progress() -> Iterator[SparkProgress]:
     if not out.is_terminal:
         yield SparkProgress(lambda stats: out.print(line(stats), highlight=False), lambda: None)
         return
-    # While the JVM starts, the job points file descriptors 1 and 2 at its log (pipelines.streaming.job
-    # spark_session): a line drawn on fd 2 would land in that file and the terminal would show a spinner frozen at
-    # 0:00:00 until Spark is up. The live line is drawn on a copy of the terminal's fd 2, which no redirect moves.
+    # The live line is drawn on a copy of the terminal's fd 2, which no redirect of this process's file descriptors
+    # moves (``jbod run`` points fd 1 at fd 2 while the job runs: pipelines.streaming.job.stdout_to_stderr); drawn on
+    # a redirected fd 2, it would land in a file, and the terminal would show a spinner frozen at 0:00:00.
     with os.fdopen(os.dup(out.file.fileno()), "w", buffering=1) as terminal:
         columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
         live = Console(file=terminal, soft_wrap=True)

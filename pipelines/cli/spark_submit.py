@@ -40,7 +40,7 @@ def spark_submit_argv(name: str, *, jobs_file: Path, master: str, conf: Mapping[
     profile, the driver memory, JVM options and Python interpreter spark-submit must set when it starts the driver,
     then ``jobs run NAME`` through :data:`SUBMIT_SCRIPT`. The profile's other ``spark.*`` settings need no flag:
     the job adds every one spark-submit leaves unset. The driver logs with :data:`LOG4J2_PROPERTIES`."""
-    from pipelines.streaming.job import DEFAULT_CONF, JIT_OPTIONS, with_exit_on_oom  # noqa: PLC0415 - Spark loads only for this
+    from pipelines.streaming.session import DEFAULT_CONF, JIT_OPTIONS, with_exit_on_oom  # noqa: PLC0415 - Spark loads only for this
 
     # Only settings that must exist when the driver JVM starts: the job's default memory if the profile has none.
     memory = conf.get("spark.driver.memory", DEFAULT_CONF["spark.driver.memory"])

@@ -16,9 +16,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,9 @@ from pipelines.lakehouse.tables import (
     last_offset,
     read_table,
 )
-from pipelines.streaming.classdata import archive_options, cache_dir, release
 from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, output_parts, settle_batch
+from pipelines.streaming.session import DRIVER_LOG, spark_session
 from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
-from pipelines.streaming.sparkhome import use_python_home
 from pipelines.streaming.stateful import ClusterReplayProcessor
 
 #: Entries per micro-batch when not given, all clusters together (the source shares them out): bounds the memory of
@@ -81,152 +81,6 @@ STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
 #: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
 DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failure.jsonl"
-
-#: The JVM options of the driver and the executors: the C1 JIT alone (see :data:`DEFAULT_CONF`).
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
-
-#: The driver's JVM stops when it runs out of memory, instead of living on without the thread that ran out: a
-#: micro-batch's output is gathered on the driver, and a batch too big for its heap killed the thread that fetches
-#: task results (``task-result-getter``) — the job then waited for them forever, saying nothing (200 k benchmark log,
-#: ``--max-entries-per-batch 650000`` with the default 3 GB: docs/state-design.md, "A batch too big for the driver").
-#: Stopped, it is a failure the job names (:func:`jvm_stopped`). An operator's own choice of what the JVM does on
-#: running out of memory (:data:`OOM_OPTIONS`) is left alone.
-EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
-OOM_OPTIONS = ("OnOutOfMemoryError", "ExitOnOutOfMemoryError", "CrashOnOutOfMemoryError")
-
-
-def with_exit_on_oom(options: str) -> str:
-    """The driver's JVM options with :data:`EXIT_ON_OOM` added, unless they already say what to do on running out of
-    memory."""
-    if any(name in options for name in OOM_OPTIONS):
-        return options
-    return f"{options} {EXIT_ON_OOM}".strip()
-
-#: glibc's malloc arenas in the JVMs the job starts (the driver's, started here; executors' through
-#: ``spark.executorEnv``). glibc gives each thread that allocates natively an arena of its own, up to eight per
-#: core, and the JVM's threads (RocksDB's, Arrow's, the codecs') kept them all resident: at 2 M partitions the
-#: driver's JVM was resident 4.4–5.5 GB with a 2–3 GB heap, 3.9 GB with 2 arenas and a 3 GB heap
-#: (docs/state-design.md, "thirteenth round"). An operator's own ``MALLOC_ARENA_MAX`` wins.
-MALLOC_ARENAS = "2"
-
-#: Settings every session of the job needs, whatever the profile says: the RocksDB state store
-#: (transformWithStateInPandas requires it) and a small, fixed number of state partitions.
-REQUIRED_CONF: Mapping[str, str] = {
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
-DEFAULT_CONF: Mapping[str, str] = {
-    "spark.sql.shuffle.partitions": "2",
-    # A micro-batch's output is collected by the driver (foreachBatch → delta-rs); 1g (Spark's default) is short.
-    "spark.driver.memory": "3g",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
-    "spark.sql.session.timeZone": "UTC",
-    # pyspark's worker daemon without a per-task re-read of the jars on the workers' path (≈ 0.8 s a task):
-    # pipelines/streaming/daemon.py.
-    "spark.python.daemon.module": "pipelines.streaming.daemon",
-    # One worker daemon for the source's reads and the operator, not two: Spark keeps a daemon per set of
-    # environment variables its runners pass, and the data source's reader passes SPARK_SIMPLIFIED_TRACEBACK where
-    # transformWithStateInPandas does not — a second daemon started (and imported the job's modules) in the first
-    # batch's operator stage. The job's errors are read from the exception's last line (``_MODEL_ERROR``), which the
-    # full traceback keeps. Incremental run over the 200 k log: 7.4-7.5 -> 7.0 s (docs/state-design.md, "twentieth
-    # round").
-    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
-    # The JVM's share of the job is light (Arrow in and out of the Python workers, the state store's socket, a few
-    # packets through the shuffle), but C2, the optimizing JIT, spent half of the JVM's CPU compiling it — as much as
-    # the Python workers' replay on the 20 k cluster. C1 alone halved the JVM's CPU and cut the run by a third
-    # (docs/state-design.md, "Packets and the JIT").
-    "spark.driver.extraJavaOptions": JIT_OPTIONS,
-    "spark.executor.extraJavaOptions": JIT_OPTIONS,
-    "spark.executorEnv.MALLOC_ARENA_MAX": MALLOC_ARENAS,
-}
-
-
-#: Settings of :data:`DEFAULT_CONF` that describe how the driver JVM was started and where it listens: under
-#: spark-submit they are spark-submit's (``--driver-memory``, the host it runs on), so the job does not add them.
-LAUNCH_CONF_KEYS = frozenset({"spark.driver.memory", "spark.driver.bindAddress", "spark.driver.host",
-                              "spark.driver.extraJavaOptions"})
-
-
-def submitted_conf() -> dict[str, str] | None:
-    """The ``spark.*`` settings of the JVM that launched this Python process — spark-submit's ``--master``,
-    ``--conf``, ``--driver-memory`` and spark-defaults.conf — or None when this process was not launched by one.
-
-    The test is the one pyspark itself makes: spark-submit (and the ``pyspark`` shell) start Python with
-    ``PYSPARK_GATEWAY_PORT`` set, pointing at the JVM that is already running with its SparkConf; a plain ``python``
-    process starts its own JVM later and never has it. The conf is read only then, so a plain process does not start
-    a JVM early (it would start without the session's launch settings, e.g. the driver memory)."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        return None
-    from pyspark import SparkConf, SparkContext  # noqa: PLC0415 - only when a JVM is already there
-
-    SparkContext._ensure_initialized()  # connects to the running gateway; starts nothing
-    return {str(k): str(v) for k, v in SparkConf().getAll()}
-
-
-def _prepare_driver_jvm(settings: dict[str, str]) -> None:
-    """Before this process starts its JVM (pyspark keeps one per process, across sessions: one already running was
-    started with its options): a Spark home whose Python processes import the installed pyspark
-    (``sparkhome``), the JVM's class-data archive (``classdata``), and its end on running out of memory
-    (:data:`EXIT_ON_OOM`)."""
-    from pyspark import SparkContext  # noqa: PLC0415 - pyspark's own state, as builder.getOrCreate reads it
-    from pyspark.find_spark_home import _find_spark_home  # noqa: PLC0415
-
-    if SparkContext._gateway is not None:
-        return
-    use_python_home(cache_dir())
-    key = "spark.driver.extraJavaOptions"
-    options = settings.get(key, "")
-    jars = Path(_find_spark_home()) / "jars"  # type: ignore[no-untyped-call]
-    extra = archive_options(options, jars, settings.get("spark.driver.memory", ""))
-    settings[key] = with_exit_on_oom(f"{options} {extra}".strip())
-
-
-def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = None,
-                  app_name: str = "kraft-jbod", jvm_log: Path | None = None) -> SparkSession:
-    """A session for the job: loopback networking, this interpreter for Python workers, the required conf; a JVM
-    started here maps a class-data archive of Spark's classes and runs in a Spark home without pyspark's zip
-    (:func:`_prepare_driver_jvm`).
-
-    Under spark-submit (:func:`submitted_conf`) spark-submit's settings win: its master and app name are kept
-    (``master`` is ignored), a ``spark.*`` key it set is not overridden by ``conf`` (the profile), the launch
-    defaults (:data:`LAUNCH_CONF_KEYS`) and the Python interpreter are left to it, and only keys it left unset are
-    taken from ``conf`` and the defaults. :data:`REQUIRED_CONF` is set either way: the job cannot run without it.
-
-    ``jvm_log``: where a JVM started here writes its stdout and stderr — log4j, and the Python workers, which print
-    a line per stateful call: noise in an operator's terminal. Failures still reach the caller as exceptions."""
-    submitted = submitted_conf()
-    if submitted is None:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        # Read by glibc when the driver's JVM starts (it inherits this environment), and by its Python workers.
-        os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
-        builder = SparkSession.builder.master(master).appName(app_name)
-        settings = {**DEFAULT_CONF, **(conf or {})}
-        _prepare_driver_jvm(settings)
-    else:
-        builder = SparkSession.builder
-        if "spark.app.name" not in submitted:
-            builder = builder.appName(app_name)
-        defaults = {k: v for k, v in DEFAULT_CONF.items() if k not in LAUNCH_CONF_KEYS}
-        settings = {k: v for k, v in {**defaults, **(conf or {})}.items() if k not in submitted}
-    for key, value in {**settings, **REQUIRED_CONF}.items():
-        builder = builder.config(key, value)
-    with _redirect([1, 2], jvm_log) if jvm_log is not None and submitted is None else nullcontext():
-        try:
-            spark = builder.getOrCreate()
-        except BaseException:
-            release(settings.get("spark.driver.extraJavaOptions", ""))
-            raise
-    spark.sparkContext.setLogLevel("ERROR")
-    if submitted is not None:
-        # Say so: an operator who set a master in the profile should see why another one is used.
-        print(f"kraft-jbod: launched by spark-submit: its master ({spark.sparkContext.master}) and settings are "
-              f"used; added where it set none: {', '.join(sorted(settings)) or 'nothing'}", file=sys.stderr)
-    return spark
 
 
 @dataclass
@@ -453,7 +307,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     bucket_count = check_buckets(buckets if buckets is not None else DEFAULT_BUCKETS)
     check_state_layout(checkpoint, bucket_count)
     own_session = spark is None
-    jvm_log = checkpoint.parent / "spark-driver.log"
+    jvm_log = checkpoint.parent / DRIVER_LOG
     log_start = jvm_log.stat().st_size if jvm_log.exists() else 0  # the log is appended to, run after run
     session = spark or spark_session(master, conf, jvm_log=jvm_log)
     if on_session is not None:
@@ -496,6 +350,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append", timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    stopping: _Stopping | None = None
     with _quiet_when_jvm_ends(session) if own_session else nullcontext():
         try:
             if follow:
@@ -512,6 +367,10 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
                 query.stop()
             if query.exception() is not None:
                 raise job_failure(str(query.exception()), _see(jvm_log, own_session))
+            if own_session:
+                # Nothing after the query needs Spark: the session stops (about a second of the JVM's) while the
+                # last micro-batch's writes drain and the summary is read from the tables.
+                stopping = _Stopping(session)
             sink.drain()
         except StreamingQueryException as e:
             raise job_failure(str(e), _see(jvm_log, own_session)) from e
@@ -524,12 +383,36 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             raise jvm_stopped(code, log, driver_memory, cap, _see(jvm_log, own_session)) from e
         finally:
             sink.close()
-            if own_session and _jvm_exit_code(session) is None:
+            if stopping is None and own_session and _jvm_exit_code(session) is None:
                 session.stop()
+            elif stopping is not None and sys.exc_info()[1] is not None:
+                stopping.join()  # the job's error is the one raised
     summary = RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started)
     if (tables / "records").exists():
         summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
+    if stopping is not None:
+        stopping.join()
+        if stopping.error is not None:
+            raise stopping.error
     return summary
+
+
+class _Stopping:
+    """``session.stop()`` on a thread of its own; :meth:`join` waits for it, :attr:`error` is what it raised."""
+
+    def __init__(self, session: SparkSession) -> None:
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._stop, args=(session,), name="kraft-jbod-session-stop")
+        self._thread.start()
+
+    def _stop(self, session: SparkSession) -> None:
+        try:
+            session.stop()
+        except BaseException as e:  # raised by the caller once the run's summary is read
+            self.error = e
+
+    def join(self) -> None:
+        self._thread.join()
 
 
 #: A model error raised inside the source or the operator reaches the driver as text in Spark's error: its last line
@@ -548,14 +431,15 @@ def job_failure(text: str, see: str) -> JbodError:
     return JbodError(f"the Spark job failed: {text}{see}")
 
 
-#: What HotSpot prints when :data:`EXIT_ON_OOM` stops it.
+#: What HotSpot prints when :data:`pipelines.streaming.session.EXIT_ON_OOM` stops it.
 _OOM = re.compile(r"Terminating due to java\.lang\.OutOfMemoryError: ([^\n]*)")
 
 
 def jvm_stopped(exit_code: int, log: str, driver_memory: str, max_entries_per_batch: int, see: str) -> JbodError:
     """The error a run becomes when the driver's JVM stops under it (``exit_code``; ``log``: what it wrote during the
     run). Nothing is lost: what the job wrote stays, and the next run resumes from the checkpoint. Out of memory
-    (:data:`EXIT_ON_OOM`), the way out is named: with a local master the driver's JVM is the executor too (a
+    (``pipelines.streaming.session.EXIT_ON_OOM``), the way out is named: with a local master the driver's JVM is the
+    executor too (a
     micro-batch's input rows, the shuffle, the state store's reads and writes pass through its heap; until the
     seventeenth round its whole output did), and the micro-batch that was running is run again as it was planned
     (its offsets are in the checkpoint) — so a larger heap; a smaller cap only shapes the micro-batches planned after
@@ -715,31 +599,15 @@ def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: 
 
 
 @contextmanager
-def _redirect(fds: Sequence[int], log: Path | None) -> Iterator[None]:
-    """Point file descriptors ``fds`` at ``log`` (appended) or, without one, at stderr while the block runs.
-    Processes started inside the block (the JVM, and the Python workers it forks) keep the redirection."""
+def stdout_to_stderr() -> Iterator[None]:
+    """Send this process's stdout (file descriptor 1) to stderr while the block runs, so a command's own output on
+    stdout stays machine-readable whatever Spark prints. Processes started inside the block keep the redirection."""
     sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(fd) for fd in fds]
-    target = None
+    saved = os.dup(1)
     try:
-        if log is not None:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        for fd in fds:
-            os.dup2(2 if target is None else target, fd)
+        os.dup2(2, 1)
         yield
     finally:
         sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, copy in zip(fds, saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-        if target is not None:
-            os.close(target)
-
-
-def stdout_to_stderr() -> AbstractContextManager[None]:
-    """Send this process's stdout (file descriptor 1) to stderr while the block runs, so a command's own output on
-    stdout stays machine-readable whatever Spark prints."""
-    return _redirect([1], None)
+        os.dup2(saved, 1)
+        os.close(saved)

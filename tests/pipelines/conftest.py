@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.streaming.job import spark_session
+from pipelines.streaming.session import spark_session
 
 
 @pytest.fixture(scope="session")

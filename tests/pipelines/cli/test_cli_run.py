@@ -171,7 +171,7 @@ SPINNER_SCRIPT = """
 import os, sys, time
 from pipelines.cli.shared import batch_progress
 with batch_progress() as progress:
-    # What spark_session does while the JVM starts: fd 2 pointed at the job's log.
+    # fd 2 pointed at a file for a while, as a redirect of this process's descriptors would.
     saved = os.dup(2)
     log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
     os.dup2(log, 2)

@@ -15,7 +15,7 @@ from jbod_model.errors import InputError
 from pipelines.cli import app
 from pipelines.cli.shared import EXIT_INPUT
 from pipelines.scheduling.jobs import JOBS_FILE, JobsFile, expand_args, load_jobs, run_order, variables
-from pipelines.streaming.job import EXIT_ON_OOM, JIT_OPTIONS
+from pipelines.streaming.session import EXIT_ON_OOM, JIT_OPTIONS
 
 runner = CliRunner(env={"COLUMNS": "200"})
 REPO = Path(__file__).resolve().parents[3]

@@ -172,7 +172,7 @@ def test_an_operators_own_class_data_options_win_and_no_cache_means_no_archive(
 
 _SESSION = """
 import sys
-from pipelines.streaming.job import spark_session
+from pipelines.streaming.session import spark_session
 spark = spark_session("local[1]")
 options = spark.conf.get("spark.driver.extraJavaOptions")
 assert spark.range(5).count() == 5

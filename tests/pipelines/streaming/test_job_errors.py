@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from jbod_model.errors import DecodeError, InputError, JbodError
-from pipelines.streaming.job import EXIT_ON_OOM, JIT_OPTIONS, job_failure, jvm_stopped, with_exit_on_oom
+from pipelines.streaming.job import job_failure, jvm_stopped
+from pipelines.streaming.session import EXIT_ON_OOM, JIT_OPTIONS, with_exit_on_oom
 
 SPARK_TEXT = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted.
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):

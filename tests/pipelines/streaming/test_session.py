@@ -1,15 +1,21 @@
-"""The job's Spark session (``pipelines.streaming.job.spark_session``): what the JVMs it starts inherit."""
+"""The job's Spark session (``pipelines.streaming.session.spark_session``): what the JVMs it starts inherit."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
+from unittest.mock import patch
 
 from pyspark.sql import SparkSession
 
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.simulator.output import write_metadata_dir
-from pipelines.streaming.job import MALLOC_ARENAS, run_job
+from pipelines.config.profiles import JobConfig
+from pipelines.streaming import session
+from pipelines.streaming.job import run_job
+from pipelines.streaming.session import MALLOC_ARENAS
 
 
 def test_the_jvm_and_its_python_workers_start_with_few_malloc_arenas(spark: SparkSession) -> None:
@@ -47,3 +53,103 @@ def test_no_python_worker_daemon_of_the_job_runs_with_simplified_tracebacks(spar
             daemons.append([v for v in environment if v.startswith(b"SPARK_SIMPLIFIED_TRACEBACK=")])
     assert daemons, "the run started no worker daemon of the job's"
     assert daemons == [[]] * len(daemons)
+
+
+# A fresh interpreter: this one's JVM runs already, and it has the job's modules loaded.
+_EARLY_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+
+if sys.argv[2] == "job-loaded":
+    import pipelines.streaming.job  # noqa: F401
+from pipelines.streaming.session import spark_session, start_jvm
+
+def javas():
+    # This process's descendants running java (spark-submit's launcher, then the driver's JVM).
+    parents = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        parents[int(proc.name)] = (int(stat.rpartition(")")[2].split()[1]), name)
+    out = set()
+    for pid, (parent, name) in parents.items():
+        seen, up = set(), parent
+        while up not in (0, os.getpid()) and up in parents and up not in seen:
+            seen.add(up)
+            up = parents[up][0]
+        if up == os.getpid() and name == "java":
+            out.add(pid)
+    return out
+
+log = Path(sys.argv[1])
+# The operator's own class-data option: no archive is mapped or dumped, whatever the cache holds (one that would be
+# dumped keeps the JVM from starting early: the last test).
+conf = {"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": "-Xshare:auto"}
+if sys.argv[2] == "no-session":
+    conf.pop("spark.driver.extraJavaOptions")
+start_jvm("local[1]", conf, jvm_log=log)
+deadline = time.monotonic() + 30
+while not javas() and time.monotonic() < deadline and sys.argv[2] == "session":
+    time.sleep(0.1)
+time.sleep(1.0)
+early = javas()
+print("early:", bool(early))
+if sys.argv[2] == "no-session":
+    sys.exit(0)
+spark = spark_session("local[1]", conf, jvm_log=log)
+pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+print("same JVM:", pid in early, spark.conf.get("spark.driver.memory"))
+spark.stop()
+"""
+
+
+def _early(tmp_path: Path, mode: str, **env: str) -> tuple[list[str], str]:
+    done = subprocess.run([sys.executable, "-c", _EARLY_SCRIPT, str(tmp_path / "driver.log"), mode],
+                          capture_output=True, text=True, timeout=300, check=False, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), done.stderr
+
+
+def test_a_jvm_started_early_is_the_session_s_and_writes_to_its_log(tmp_path: Path) -> None:
+    """``start_jvm`` launches the driver's JVM on a thread of its own before any session is asked for (``jbod run``
+    imports the job meanwhile); the session made next with the same arguments uses that JVM, with its settings,
+    and the JVM's output goes to the job's log, not to the terminal."""
+    lines, stderr = _early(tmp_path, "session")
+    assert lines == ["early: True", "same JVM: True 1g"]
+    assert "log4j" in (tmp_path / "driver.log").read_text()
+    assert "log4j" not in stderr
+
+
+def test_no_jvm_starts_early_where_nothing_would_overlap_it(tmp_path: Path) -> None:
+    """With the job's modules already loaded (a test, a second run in one process) there is no import to overlap:
+    the session starts its JVM itself, as before."""
+    lines, _ = _early(tmp_path, "job-loaded")
+    assert lines == ["early: False", "same JVM: False 1g"]
+
+
+def test_no_jvm_starts_early_that_would_dump_a_class_data_archive(tmp_path: Path) -> None:
+    """A JVM that dumps the class-data archive at its exit is not started early: if the run's input turns out bad,
+    it would end before its session, and its archive would hold the few classes it had loaded. The file reserved
+    for the dump is given back."""
+    cache = tmp_path / "cache"
+    lines, _ = _early(tmp_path, "no-session", KRAFT_JBOD_CACHE_DIR=str(cache))
+    assert lines == ["early: False"]
+    assert not list((cache / "jvm").glob("*.partial"))
+
+
+def test_a_run_starts_its_jvm_early_only_into_an_existing_checkpoint_folder(tmp_path: Path) -> None:
+    """``start_jvm_for``: the JVM's log goes into the configuration's checkpoint folder, so a first run (no folder
+    yet; its input may turn out bad) starts none early and creates nothing."""
+    config = JobConfig(tables=tmp_path / "t")
+    with patch.object(session, "start_jvm") as start:
+        session.start_jvm_for(config)
+        assert not start.called and not (tmp_path / "t").exists()
+        (tmp_path / "t" / "_checkpoints").mkdir(parents=True)
+        session.start_jvm_for(config)
+    start.assert_called_once_with(config.spark.master, config.spark.conf,
+                                  jvm_log=(tmp_path / "t" / "_checkpoints").resolve() / session.DRIVER_LOG)

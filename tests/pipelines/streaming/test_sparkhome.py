@@ -49,7 +49,7 @@ def test_only_the_installed_pyspark_is_mirrored_and_an_operators_choices_win(
 _SESSION = """
 import pyspark
 from pyspark.sql.datasource import DataSource
-from pipelines.streaming.job import spark_session
+from pipelines.streaming.session import spark_session
 
 class Where(DataSource):
     # schema() runs in one of Spark's planning processes (create_data_source): it names the pyspark it imported.
