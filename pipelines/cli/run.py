@@ -114,7 +114,7 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
                                            "read_policy": None if policy is None else shared.policy(policy)})
         # Spark's JVM starts while this command imports the job (Spark, pandas and Delta load only for it, about a
         # second: the other commands stay quick).
-        start_jvm_for(config)
+        start_jvm_for(config, inputs)
         from pipelines.streaming.job import DEMO_INPUT, run_with_config, stdout_to_stderr  # noqa: PLC0415
 
         if inputs is None:

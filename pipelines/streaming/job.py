@@ -48,8 +48,15 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, output_parts, settle_batch
-from pipelines.streaming.session import DRIVER_LOG, spark_session
-from pipelines.streaming.source import SOURCE_NAME, available_offsets, discover, register, source_options
+from pipelines.streaming.session import DRIVER_LOG, replay_checkpoint, spark_session
+from pipelines.streaming.source import (
+    SOURCE_NAME,
+    available_offsets,
+    caught_up,
+    discover,
+    register,
+    source_options,
+)
 from pipelines.streaming.stateful import ClusterReplayProcessor
 
 #: Entries per micro-batch when not given, all clusters together (the source shares them out): bounds the memory of
@@ -306,6 +313,15 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     checkpoint = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else tables / "_checkpoints" / "replay"
     bucket_count = check_buckets(buckets if buckets is not None else DEFAULT_BUCKETS)
     check_state_layout(checkpoint, bucket_count)
+    if writer_factory is None and delta_writer not in ("deltalake", "delta-spark"):
+        raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
+    if not follow and delta_writer == "deltalake" and caught_up(inputs, checkpoint, cluster_id=cluster_id,
+                                                                cluster_ids=dict(cluster_ids or {}), policy=policy):
+        # Nothing past the checkpoint (a scheduled run over a quiet cluster): Spark would start, plan no batch and
+        # stop, seconds for nothing. What a stopped run staged is still written, and the summary read.
+        started = time.monotonic()
+        _ready_tables(writer_factory or (lambda app_id: DeltaRsWriter(tables, app_id)), checkpoint)
+        return _summarized(RunSummary(str(tables), str(checkpoint), seconds=time.monotonic() - started))
     own_session = spark is None
     jvm_log = checkpoint.parent / DRIVER_LOG
     log_start = jvm_log.stat().st_size if jvm_log.exists() else 0  # the log is appended to, run after run
@@ -319,17 +335,10 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     elif delta_writer == "deltalake":
         def make_writer(app_id: str) -> TableWriter:
             return DeltaRsWriter(tables, app_id)
-    elif delta_writer == "delta-spark":
+    else:
         def make_writer(app_id: str) -> TableWriter:
             return DeltaSparkWriter(session, tables, app_id)
-    else:
-        raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
-    # The tables exist from the start, so a run with nothing to do (or a reader right after) finds them.
-    make_writer("kraft-jbod:setup").ensure_tables()
-    if (checkpoint / "metadata").exists():
-        # What a stopped run staged but may not have written (pipelines.lakehouse.staging), before anything reads the
-        # tables (the halted clusters) or Spark runs the next batch.
-        flush_staged(checkpoint / STAGED_DIR, make_writer(f"kraft-jbod:{query_id(checkpoint)}"))
+    _ready_tables(make_writer, checkpoint)
     sink = _Sink(make_writer, checkpoint, on_batch, halted=lambda: halted_clusters(tables))
     cap = max_entries_per_batch if max_entries_per_batch is not None else DEFAULT_MAX_ENTRIES_PER_BATCH
     options = source_options(inputs, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}),
@@ -387,13 +396,28 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
                 session.stop()
             elif stopping is not None and sys.exc_info()[1] is not None:
                 stopping.join()  # the job's error is the one raised
-    summary = RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started)
-    if (tables / "records").exists():
-        summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
+    summary = _summarized(RunSummary(str(tables), str(checkpoint), sink.stats, seconds=time.monotonic() - started))
     if stopping is not None:
         stopping.join()
         if stopping.error is not None:
             raise stopping.error
+    return summary
+
+
+def _ready_tables(make_writer: Callable[[str], TableWriter], checkpoint: Path) -> None:
+    """The tables exist from the start, so a run with nothing to do (or a reader right after) finds them; what a
+    stopped run staged but may not have written (pipelines.lakehouse.staging) is written, before anything reads the
+    tables (the halted clusters) or Spark runs the next batch."""
+    make_writer("kraft-jbod:setup").ensure_tables()
+    if (checkpoint / "metadata").exists():
+        flush_staged(checkpoint / STAGED_DIR, make_writer(f"kraft-jbod:{query_id(checkpoint)}"))
+
+
+def _summarized(summary: RunSummary) -> RunSummary:
+    """``summary`` with where each cluster of its tables stands (:func:`summarize_cluster`)."""
+    tables = Path(summary.tables_dir)
+    if (tables / "records").exists():
+        summary.clusters = [summarize_cluster(tables, c) for c in clusters(tables)]
     return summary
 
 
@@ -591,7 +615,7 @@ def run_with_config(inputs: Sequence[str | Path], config: JobConfig, *, follow: 
                     on_session: Callable[[], None] | None = None) -> RunSummary:
     """:func:`run_job` with a resolved configuration (``pipelines.config.profiles``: CLI > environment > profile)."""
     keep_following = config.trigger is Trigger.CONTINUOUS if follow is None else follow
-    return run_job(inputs, config.tables, config.checkpoint_dir / "replay", master=config.spark.master,
+    return run_job(inputs, config.tables, replay_checkpoint(config), master=config.spark.master,
                    conf=config.spark.conf, cluster_id=config.cluster_id,
                    max_entries_per_batch=config.max_entries_per_batch, delta_writer=config.delta_writer.value,
                    follow=keep_following, timeout_seconds=timeout_seconds, policy=config.read_policy,

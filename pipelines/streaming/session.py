@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -212,13 +212,30 @@ def start_jvm(master: str = "local[2]", conf: Mapping[str, str] | None = None, a
     _pending.append(_EarlyJvm(master, app_name, asked, settings, jvm_log))
 
 
-def start_jvm_for(config: JobConfig) -> None:
-    """:func:`start_jvm` for the session :func:`pipelines.streaming.job.run_with_config` asks for — when the
-    configuration's checkpoint folder exists (a run after the first, a scheduled one): the JVM's log goes there, and a
-    run whose input turns out bad leaves no new folder behind."""
+def replay_checkpoint(config: JobConfig) -> Path:
+    """The checkpoint of the job's query (``pipelines.streaming.job.run_with_config``) under a configuration's
+    checkpoint folder."""
+    return config.checkpoint_dir / "replay"
+
+
+def start_jvm_for(config: JobConfig, inputs: Sequence[Path] | None = None) -> None:
+    """:func:`start_jvm` for the session :func:`pipelines.streaming.job.run_with_config` asks for, when it will: the
+    configuration's checkpoint folder exists (a run after the first, a scheduled one: the JVM's log goes there, and a
+    run whose input turns out bad leaves no new folder behind), and ``inputs`` (None: the demo's) hold something past
+    its checkpoint — a run with nothing new starts no Spark (``pipelines.streaming.source.caught_up``)."""
     checkpoints = config.checkpoint_dir.resolve()
-    if checkpoints.is_dir():
-        start_jvm(config.spark.master, config.spark.conf, jvm_log=checkpoints / DRIVER_LOG)
+    if not checkpoints.is_dir():
+        return
+    if inputs:
+        from pipelines.streaming.source import caught_up  # noqa: PLC0415 - pyspark's data source API
+
+        try:
+            if caught_up(inputs, replay_checkpoint(config).resolve(), cluster_id=config.cluster_id,
+                         policy=config.read_policy):
+                return
+        except Exception:  # an input this cannot read is the job's to report, in its own words
+            return
+    start_jvm(config.spark.master, config.spark.conf, jvm_log=checkpoints / DRIVER_LOG)
 
 
 def _driver_jvm(master: str, app_name: str, asked: dict[str, str], jvm_log: Path | None) -> dict[str, str]:

@@ -609,6 +609,24 @@ def available_offsets(options: Mapping[str, str]) -> Offsets:
     return SourcePlanner(dataclasses.replace(config, max_entries=None, end=None)).latest()
 
 
+def caught_up(paths: Sequence[str | Path], checkpoint: str | Path, *, cluster_id: str | None = None,
+              cluster_ids: dict[str, str] | None = None, policy: ReadPolicy = "fail") -> bool:
+    """Whether a run of these inputs on this checkpoint has nothing to replay: the checkpoint's last micro-batch is
+    committed and ends where every input ends right now (:func:`available_offsets`). Spark would start, find no new
+    offsets and stop without a batch — a scheduled run over a quiet cluster, every time — so such a run needs no
+    Spark. A new cluster among the inputs, a grown log or one truncated past the checkpoint (a re-bootstrap from a
+    snapshot), or a batch planned but never committed (Spark runs it again) all say no."""
+    done = checkpointed_offsets(str(checkpoint))
+    if done is None:
+        return False
+    planned = [int(p.name) for p in (Path(checkpoint) / "offsets").iterdir() if p.name.isdigit()]
+    if not (Path(checkpoint) / "commits" / str(max(planned))).is_file():
+        return False
+    options = source_options(paths, cluster_id=cluster_id, cluster_ids=cluster_ids, policy=policy,
+                             checkpoint=checkpoint)
+    return available_offsets(options) == done
+
+
 #: The fewest offsets a piece of a split range holds (:func:`split_range`): below that a task costs more than it saves.
 DEFAULT_MIN_SPLIT_ENTRIES = 20_000
 

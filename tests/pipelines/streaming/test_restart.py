@@ -4,17 +4,20 @@ run over the whole log. A run whose driver JVM dies says so in one error, and th
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from spark_support import assert_tables_match_model, snapshot_tables, step_offsets
 
+import pipelines.streaming.job
 from jbod_model.errors import JbodError
 from jbod_model.records.entry import group_batches
 from jbod_model.simulator.churn import ChurnSpec, churn_log
@@ -22,6 +25,7 @@ from jbod_model.simulator.output import append_to_segment, write_metadata_dir
 from jbod_model.storage.files import METADATA_PARTITION_DIR, segment_file_name
 from pipelines.lakehouse.tables import DeltaRsWriter, TableWriter
 from pipelines.streaming.job import run_job
+from pipelines.streaming.source import caught_up
 
 SPEC = ChurnSpec(seed=3, operations=50)
 
@@ -155,3 +159,37 @@ def test_a_driver_jvm_that_dies_is_one_error_and_the_next_run_resumes(spark: Spa
     run_job([tmp_path / "in"], uninterrupted, tmp_path / "checkpoint-once", spark=spark)
     assert snapshot_tables(tables) == snapshot_tables(uninterrupted)
     assert_tables_match_model(tables, [node], "jvm", step_offsets(entries, limit=15))
+
+
+def test_a_run_with_nothing_new_runs_nothing_on_spark(spark: SparkSession, tmp_path: Path) -> None:
+    """A scheduled run over a quiet cluster: the checkpoint's last micro-batch is committed and ends where the log
+    ends, so the run plans nothing on Spark (Spark would find no new offsets and stop) and says where the cluster
+    stands, as the run before it did. A micro-batch planned but never committed, a new cluster among the inputs or a
+    grown log each make it run Spark again."""
+    batches = list(group_batches(churn_log(SPEC)))
+    node = tmp_path / "in" / "node-1"
+    write_metadata_dir(node, [e for b in batches[: len(batches) // 2] for e in b], cluster_id="quiet")
+    tables, checkpoint = tmp_path / "tables", tmp_path / "checkpoint"
+    first = run_job([tmp_path / "in"], tables, checkpoint, spark=spark)
+    assert first.batches and caught_up([tmp_path / "in"], checkpoint)
+    with patch.object(pipelines.streaming.job, "register", side_effect=AssertionError("Spark must not run")):
+        quiet = run_job([tmp_path / "in"], tables, checkpoint, spark=spark)
+    assert quiet.batches == [] and quiet.clusters == first.clusters
+
+    last = max((checkpoint / "commits").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
+    kept = last.read_bytes()
+    last.unlink()
+    assert not caught_up([tmp_path / "in"], checkpoint), "a batch planned but not committed runs again"
+    last.write_bytes(kept)
+    other = tmp_path / "in" / "node-2"
+    write_metadata_dir(other, [e for b in batches[:2] for e in b], cluster_id="other")
+    assert not caught_up([tmp_path / "in"], checkpoint), "a new cluster is read"
+    shutil.rmtree(other)
+    assert caught_up([tmp_path / "in"], checkpoint)
+
+    segment = node / METADATA_PARTITION_DIR / segment_file_name(0)
+    append_to_segment(segment, [e for b in batches[len(batches) // 2:] for e in b])
+    assert not caught_up([tmp_path / "in"], checkpoint)
+    grown = run_job([tmp_path / "in"], tables, checkpoint, spark=spark)
+    assert grown.batches
+    assert_tables_match_model(tables, [node], "quiet", step_offsets(churn_log(SPEC), limit=10))

@@ -10,6 +10,8 @@ from unittest.mock import patch
 
 from pyspark.sql import SparkSession
 
+import pipelines.streaming.source
+from jbod_model.errors import InputError
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.simulator.output import write_metadata_dir
 from pipelines.config.profiles import JobConfig
@@ -142,14 +144,25 @@ def test_no_jvm_starts_early_that_would_dump_a_class_data_archive(tmp_path: Path
     assert not list((cache / "jvm").glob("*.partial"))
 
 
-def test_a_run_starts_its_jvm_early_only_into_an_existing_checkpoint_folder(tmp_path: Path) -> None:
+def test_a_run_starts_its_jvm_early_only_into_an_existing_checkpoint_folder_and_with_input_to_replay(
+        tmp_path: Path) -> None:
     """``start_jvm_for``: the JVM's log goes into the configuration's checkpoint folder, so a first run (no folder
-    yet; its input may turn out bad) starts none early and creates nothing."""
+    yet; its input may turn out bad) starts none early and creates nothing; nor does a run whose inputs hold nothing
+    past the checkpoint (it runs no Spark), or whose inputs that check cannot read (the job says what is wrong)."""
     config = JobConfig(tables=tmp_path / "t")
+    inputs = [tmp_path / "in"]
     with patch.object(session, "start_jvm") as start:
         session.start_jvm_for(config)
         assert not start.called and not (tmp_path / "t").exists()
         (tmp_path / "t" / "_checkpoints").mkdir(parents=True)
-        session.start_jvm_for(config)
+        with patch.object(pipelines.streaming.source, "caught_up", return_value=True):
+            session.start_jvm_for(config, inputs)
+        with patch.object(pipelines.streaming.source, "caught_up", side_effect=InputError("unreadable")):
+            session.start_jvm_for(config, inputs)
+        assert not start.called
+        with patch.object(pipelines.streaming.source, "caught_up", return_value=False) as check:
+            session.start_jvm_for(config, inputs)
+    check.assert_called_once_with(inputs, (tmp_path / "t" / "_checkpoints" / "replay").resolve(), cluster_id=None,
+                                  policy="fail")
     start.assert_called_once_with(config.spark.master, config.spark.conf,
                                   jvm_log=(tmp_path / "t" / "_checkpoints").resolve() / session.DRIVER_LOG)
