@@ -23,6 +23,8 @@ from pipelines.cli.shared import JsonOpt
 from pipelines.config.profiles import resolve_config
 from pipelines.streaming.session import start_jvm_for
 
+#: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
+DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failure.jsonl"
 #: The bundled demo's disks: a copy of each broker's filesystem root (``broker-<id>/mnt/d<n>/meta.properties``),
 #: loaded into ``dir_inventory`` by a ``jbod run`` without ``--input`` so that its failed disk shows by path.
 DEMO_LOG_DIRS = Path(__file__).resolve().parents[1] / "examples" / "demo-log-dirs"
@@ -112,17 +114,17 @@ def run(inputs: Annotated[list[Path] | None, typer.Option(
                                            "max_entries_per_batch": max_entries_per_batch, "buckets": buckets,
                                            "spark.master": master,
                                            "read_policy": None if policy is None else shared.policy(policy)})
+        if inputs is None and config.cluster_id is None:
+            # The demo: its cluster named as its disks name it.
+            config = config.model_copy(update={"cluster_id": DEMO_CLUSTER_ID})
         # Spark's JVM starts while this command imports the job (Spark, pandas and Delta load only for it, about a
         # second: the other commands stay quick).
-        start_jvm_for(config, inputs)
-        from pipelines.streaming.job import DEMO_INPUT, run_with_config, stdout_to_stderr  # noqa: PLC0415
+        start_jvm_for(config, inputs or [DEMO_INPUT])
+        from pipelines.streaming.job import run_with_config, stdout_to_stderr  # noqa: PLC0415
 
-        if inputs is None:
-            # The demo: its cluster named as its disks name it, each broker's copy read as that broker's root.
-            if config.cluster_id is None:
-                config = config.model_copy(update={"cluster_id": DEMO_CLUSTER_ID})
-            if dirs is None:
-                dirs, as_root = sorted(p for p in DEMO_LOG_DIRS.iterdir() if p.is_dir()), True
+        if inputs is None and dirs is None:
+            # The demo's disks: each broker's copy read as that broker's root.
+            dirs, as_root = sorted(p for p in DEMO_LOG_DIRS.iterdir() if p.is_dir()), True
         # Read before the run: a wrong path fails now, not after minutes of Spark.
         inv = inventory(dirs, as_root=as_root) if dirs else None
         if inv is not None and not inv.rows:

@@ -86,10 +86,6 @@ DEFAULT_BUCKETS = 4
 STATE_LAYOUT_VERSION = 9
 STATE_LAYOUT_FILE = "kraft-jbod-state.json"
 
-#: The bundled demo: a request stream (broker registrations, topics, heartbeats) in which a disk fails.
-DEMO_INPUT = Path(__file__).resolve().parents[1] / "examples" / "demo-disk-failure.jsonl"
-
-
 @dataclass
 class BatchStats:
     """One micro-batch as the sink saw it."""

@@ -179,9 +179,8 @@ def test_the_inventory_that_run_loaded_is_read_without_dirs(tmp_path: Path) -> N
     them instead of skipping with "needs --dirs" (issue #15 item 9)."""
     from jbod_model.meta_properties import inventory
     from jbod_model.stream import load_jsonl
-    from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
+    from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_INPUT, DEMO_LOG_DIRS
     from pipelines.lakehouse.tables import load_dir_inventory
-    from pipelines.streaming.job import DEMO_INPUT
 
     # Keyed as `jbod run` keys the demo: by the cluster.id its disks' meta.properties carry.
     tables = write_lakehouse(tmp_path / "lakehouse", DEMO_CLUSTER_ID, load_jsonl(DEMO_INPUT), input_kind="jsonl")

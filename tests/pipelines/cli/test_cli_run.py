@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 import pipelines.streaming.job
 from pipelines.cli import app
-from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
+from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_INPUT, DEMO_LOG_DIRS
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import directory_paths
-from pipelines.streaming.job import DEMO_INPUT, ClusterSummary, RunSummary
+from pipelines.streaming.job import ClusterSummary, RunSummary
 
 runner = CliRunner(env={"COLUMNS": "200"})
 

@@ -31,12 +31,12 @@ from jbod_model.simulator.scenarios import run_scenario
 from jbod_model.storage.files import parse_segment_name
 from jbod_model.stream import StreamRunner, load_jsonl
 from pipelines.cli import app
-from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_LOG_DIRS
+from pipelines.cli.run import DEMO_CLUSTER_ID, DEMO_INPUT, DEMO_LOG_DIRS
 from pipelines.config.profiles import JobConfig
 from pipelines.lakehouse.tables import as_of_image, replica_assignments_with_paths
 from pipelines.quality import RESULTS_TABLE, CheckResult, QualityRun, read_results, write_results
 from pipelines.report.load import offline_curve
-from pipelines.streaming.job import DEMO_INPUT, RunSummary, run_job
+from pipelines.streaming.job import RunSummary, run_job
 
 runner = CliRunner(env={"COLUMNS": "200"})
 DEMO_DIRS = [str(p) for p in sorted(DEMO_LOG_DIRS.iterdir())]

@@ -20,9 +20,9 @@ from spark_support import assert_tables_match_model, model_log, step_offsets
 from typer.testing import CliRunner
 
 from pipelines.cli import app
+from pipelines.cli.run import DEMO_INPUT
 from pipelines.cli.spark_submit import SUBMIT_SCRIPT
 from pipelines.lakehouse.tables import clusters
-from pipelines.streaming.job import DEMO_INPUT
 
 SPARK_SUBMIT = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
 
