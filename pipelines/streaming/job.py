@@ -53,9 +53,9 @@ from pipelines.streaming.source import (
     SOURCE_NAME,
     available_offsets,
     caught_up,
-    discover,
     register,
     source_options,
+    without_metadata,
 )
 from pipelines.streaming.stateful import ClusterReplayProcessor
 
@@ -299,8 +299,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     if not follow:
         # A path holding no metadata would otherwise make a run that succeeds with nothing in it (a mistyped
         # folder, or a broker's data dir instead of its metadata dir); a followed folder may fill up later.
-        named = dict(cluster_ids or {})
-        empty = [str(p) for p in inputs if not discover([p], cluster_id=cluster_id, cluster_ids=named)]
+        empty = without_metadata(inputs, cluster_id=cluster_id, cluster_ids=cluster_ids)
         if empty:
             raise InputError(f"no KRaft metadata under {', '.join(empty)}: give a metadata log dir (the one holding "
                              "__cluster_metadata-0, or a folder of them), canonical JSONL or kafka-dump-log text "

@@ -218,23 +218,24 @@ def replay_checkpoint(config: JobConfig) -> Path:
     return config.checkpoint_dir / "replay"
 
 
-def start_jvm_for(config: JobConfig, inputs: Sequence[Path] | None = None) -> None:
-    """:func:`start_jvm` for the session :func:`pipelines.streaming.job.run_with_config` asks for, when it will: the
-    configuration's checkpoint folder exists (a run after the first, a scheduled one: the JVM's log goes there, and a
-    run whose input turns out bad leaves no new folder behind), and ``inputs`` (None: the demo's) hold something past
-    its checkpoint — a run with nothing new starts no Spark (``pipelines.streaming.source.caught_up``)."""
-    checkpoints = config.checkpoint_dir.resolve()
-    if not checkpoints.is_dir():
-        return
-    if inputs:
-        from pipelines.streaming.source import caught_up  # noqa: PLC0415 - pyspark's data source API
+def start_jvm_for(config: JobConfig, inputs: Sequence[Path]) -> None:
+    """:func:`start_jvm` for the session :func:`pipelines.streaming.job.run_with_config` asks for, its log in the
+    configuration's checkpoint folder, when the run will ask for one: a first run (no checkpoint folder yet) whose
+    ``inputs`` all hold metadata — one that does not is refused before Spark, and leaves no new folder behind —, or a
+    later run whose inputs hold something past its checkpoint — one with nothing new starts no Spark
+    (``pipelines.streaming.source.caught_up``)."""
+    from pipelines.streaming.source import caught_up, without_metadata  # noqa: PLC0415 - pyspark's data source API
 
-        try:
+    checkpoints = config.checkpoint_dir.resolve()
+    try:
+        if checkpoints.is_dir():
             if caught_up(inputs, replay_checkpoint(config).resolve(), cluster_id=config.cluster_id,
                          policy=config.read_policy):
                 return
-        except Exception:  # an input this cannot read is the job's to report, in its own words
+        elif without_metadata(inputs, cluster_id=config.cluster_id):
             return
+    except Exception:  # an input this cannot read is the job's to report, in its own words
+        return
     start_jvm(config.spark.master, config.spark.conf, jvm_log=checkpoints / DRIVER_LOG)
 
 

@@ -609,6 +609,14 @@ def available_offsets(options: Mapping[str, str]) -> Offsets:
     return SourcePlanner(dataclasses.replace(config, max_entries=None, end=None)).latest()
 
 
+def without_metadata(paths: Sequence[str | Path], *, cluster_id: str | None = None,
+                     cluster_ids: Mapping[str, str] | None = None) -> list[str]:
+    """The paths that hold no KRaft metadata :func:`discover` can read: a mistyped folder, a broker's data dir instead
+    of its metadata dir."""
+    named = dict(cluster_ids or {})
+    return [str(p) for p in paths if not discover([p], cluster_id=cluster_id, cluster_ids=named)]
+
+
 def caught_up(paths: Sequence[str | Path], checkpoint: str | Path, *, cluster_id: str | None = None,
               cluster_ids: dict[str, str] | None = None, policy: ReadPolicy = "fail") -> bool:
     """Whether a run of these inputs on this checkpoint has nothing to replay: the checkpoint's last micro-batch is

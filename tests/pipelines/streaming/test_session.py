@@ -144,25 +144,29 @@ def test_no_jvm_starts_early_that_would_dump_a_class_data_archive(tmp_path: Path
     assert not list((cache / "jvm").glob("*.partial"))
 
 
-def test_a_run_starts_its_jvm_early_only_into_an_existing_checkpoint_folder_and_with_input_to_replay(
-        tmp_path: Path) -> None:
-    """``start_jvm_for``: the JVM's log goes into the configuration's checkpoint folder, so a first run (no folder
-    yet; its input may turn out bad) starts none early and creates nothing; nor does a run whose inputs hold nothing
-    past the checkpoint (it runs no Spark), or whose inputs that check cannot read (the job says what is wrong)."""
+def test_a_run_starts_its_jvm_early_only_when_it_will_run_spark(tmp_path: Path) -> None:
+    """``start_jvm_for``: a first run (no checkpoint folder yet) whose inputs hold no metadata is refused before
+    Spark — it starts no JVM and creates nothing —, and so does a later run whose inputs hold nothing past the
+    checkpoint (it runs no Spark), or whose inputs that check cannot read (the job says what is wrong). The JVM's log
+    goes into the checkpoint folder."""
     config = JobConfig(tables=tmp_path / "t")
     inputs = [tmp_path / "in"]
     with patch.object(session, "start_jvm") as start:
-        session.start_jvm_for(config)
+        session.start_jvm_for(config, inputs)
         assert not start.called and not (tmp_path / "t").exists()
+        with patch.object(pipelines.streaming.source, "without_metadata", return_value=[]):
+            session.start_jvm_for(config, inputs)
+        assert start.call_count == 1
         (tmp_path / "t" / "_checkpoints").mkdir(parents=True)
         with patch.object(pipelines.streaming.source, "caught_up", return_value=True):
             session.start_jvm_for(config, inputs)
         with patch.object(pipelines.streaming.source, "caught_up", side_effect=InputError("unreadable")):
             session.start_jvm_for(config, inputs)
-        assert not start.called
+        assert start.call_count == 1
         with patch.object(pipelines.streaming.source, "caught_up", return_value=False) as check:
             session.start_jvm_for(config, inputs)
     check.assert_called_once_with(inputs, (tmp_path / "t" / "_checkpoints" / "replay").resolve(), cluster_id=None,
                                   policy="fail")
-    start.assert_called_once_with(config.spark.master, config.spark.conf,
-                                  jvm_log=(tmp_path / "t" / "_checkpoints").resolve() / session.DRIVER_LOG)
+    assert start.call_count == 2
+    start.assert_called_with(config.spark.master, config.spark.conf,
+                             jvm_log=(tmp_path / "t" / "_checkpoints").resolve() / session.DRIVER_LOG)
