@@ -283,8 +283,10 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
 
     Without ``follow`` the job processes what is available when it starts and stops (``AvailableNow``), in
     micro-batches of at most ``max_entries_per_batch`` entries, all clusters together (default
-    :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`). With ``follow`` it keeps running, polling every ``follow_interval``,
-    until ``timeout_seconds`` or until ``stop_when()`` returns true (polled every second; None: until interrupted).
+    :data:`DEFAULT_MAX_ENTRIES_PER_BATCH`); with nothing past the checkpoint
+    (:func:`pipelines.streaming.source.caught_up`) it runs nothing on Spark and starts no session. With ``follow``
+    it keeps running, polling every ``follow_interval``, until ``timeout_seconds`` or until ``stop_when()`` returns
+    true (polled every second; None: until interrupted).
     ``writer_factory`` (app id → writer) replaces the Delta writer, e.g. to inject a failure in a test.
     ``on_batch`` is called after each micro-batch is written (progress for a long replay), ``on_session`` once the
     Spark session is up (its start takes seconds: a progress display says what it waits for). ``buckets``: replay
