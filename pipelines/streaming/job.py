@@ -16,7 +16,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -48,7 +47,7 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, output_parts, settle_batch
-from pipelines.streaming.session import DRIVER_LOG, replay_checkpoint, spark_session
+from pipelines.streaming.session import DRIVER_LOG, Background, replay_checkpoint, spark_session
 from pipelines.streaming.source import (
     SOURCE_NAME,
     available_offsets,
@@ -313,7 +312,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     if writer_factory is None and delta_writer not in ("deltalake", "delta-spark"):
         raise InputError(f"unknown delta writer {delta_writer!r} (deltalake or delta-spark)")
     if not follow and delta_writer == "deltalake" and caught_up(inputs, checkpoint, cluster_id=cluster_id,
-                                                                cluster_ids=dict(cluster_ids or {}), policy=policy):
+                                                                cluster_ids=cluster_ids, policy=policy):
         # Nothing past the checkpoint (a scheduled run over a quiet cluster): Spark would start, plan no batch and
         # stop, seconds for nothing. What a stopped run staged is still written, and the summary read.
         started = time.monotonic()
@@ -356,7 +355,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append", timeMode="None")
     writer = replayed.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    stopping: _Stopping | None = None
+    stopping: Background | None = None
     with _quiet_when_jvm_ends(session) if own_session else nullcontext():
         try:
             if follow:
@@ -376,7 +375,7 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
             if own_session:
                 # Nothing after the query needs Spark: the session stops (about a second of the JVM's) while the
                 # last micro-batch's writes drain and the summary is read from the tables.
-                stopping = _Stopping(session)
+                stopping = Background(session.stop, "kraft-jbod-session-stop")
             sink.drain()
         except StreamingQueryException as e:
             raise job_failure(str(e), _see(jvm_log, own_session)) from e
@@ -418,24 +417,6 @@ def _summarized(summary: RunSummary) -> RunSummary:
     return summary
 
 
-class _Stopping:
-    """``session.stop()`` on a thread of its own; :meth:`join` waits for it, :attr:`error` is what it raised."""
-
-    def __init__(self, session: SparkSession) -> None:
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._stop, args=(session,), name="kraft-jbod-session-stop")
-        self._thread.start()
-
-    def _stop(self, session: SparkSession) -> None:
-        try:
-            session.stop()
-        except BaseException as e:  # raised by the caller once the run's summary is read
-            self.error = e
-
-    def join(self) -> None:
-        self._thread.join()
-
-
 #: A model error raised inside the source or the operator reaches the driver as text in Spark's error: its last line
 #: names the class and the message.
 _MODEL_ERROR = re.compile(r"jbod_model\.errors\.(DecodeError|InputError): (.+)")
@@ -460,11 +441,10 @@ def jvm_stopped(exit_code: int, log: str, driver_memory: str, max_entries_per_ba
     """The error a run becomes when the driver's JVM stops under it (``exit_code``; ``log``: what it wrote during the
     run). Nothing is lost: what the job wrote stays, and the next run resumes from the checkpoint. Out of memory
     (``pipelines.streaming.session.EXIT_ON_OOM``), the way out is named: with a local master the driver's JVM is the
-    executor too (a
-    micro-batch's input rows, the shuffle, the state store's reads and writes pass through its heap; until the
-    seventeenth round its whole output did), and the micro-batch that was running is run again as it was planned
-    (its offsets are in the checkpoint) — so a larger heap; a smaller cap only shapes the micro-batches planned after
-    it."""
+    executor too (a micro-batch's input rows, the shuffle, the state store's reads and writes pass through its
+    heap; until the seventeenth round its whole output did), and the micro-batch that was running is run again as it
+    was planned (its offsets are in the checkpoint) — so a larger heap; a smaller cap only shapes the micro-batches
+    planned after it."""
     resume = "What the job wrote stays; the next run resumes from its checkpoint."
     found = _OOM.findall(log)
     if found:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -156,6 +156,26 @@ def _launch(master: str, app_name: str, settings: Mapping[str, str], jvm_log: Pa
     SparkContext._ensure_initialized(gateway=gateway)
 
 
+class Background:
+    """``call()`` on a thread of its own, started now: :meth:`join` waits for it; :attr:`error` is what it raised,
+    for the caller to raise when it waits (a thread's exception would otherwise only be printed)."""
+
+    def __init__(self, call: Callable[[], object], name: str, *, daemon: bool = False) -> None:
+        self.error: BaseException | None = None
+        self._call = call
+        self._thread = threading.Thread(target=self._run, name=name, daemon=daemon)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._call()
+        except BaseException as e:
+            self.error = e
+
+    def join(self) -> None:
+        self._thread.join()
+
+
 class _EarlyJvm:
     """A driver JVM being started on a thread of its own (:func:`start_jvm`), for the session asked for next."""
 
@@ -164,20 +184,16 @@ class _EarlyJvm:
         self.key = (master, app_name, asked, jvm_log)
         #: The settings as the JVM starts with them (the class-data archive's options added).
         self.settings = settings
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, args=(master, app_name, jvm_log),
-                                        name="kraft-jbod-jvm-start", daemon=True)
-        self._thread.start()
+        # A daemon: a process that ends before its session (a bad input) does not wait for the launch.
+        self.launch = Background(lambda: self._start(master, app_name, jvm_log), "kraft-jbod-jvm-start",
+                                 daemon=True)
 
     def _start(self, master: str, app_name: str, jvm_log: Path | None) -> None:
         try:
             _launch(master, app_name, self.settings, jvm_log)
-        except BaseException as e:  # raised again by the session that waits for it
+        except BaseException:  # raised again by the session that waits for it
             release(self.settings.get("spark.driver.extraJavaOptions", ""))
-            self.error = e
-
-    def join(self) -> None:
-        self._thread.join()
+            raise
 
 
 #: The JVM :func:`start_jvm` is starting, until a session takes it (at most one).
@@ -246,10 +262,10 @@ def _driver_jvm(master: str, app_name: str, asked: dict[str, str], jvm_log: Path
 
     early = _pending.pop() if _pending else None
     if early is not None:
-        early.join()
+        early.launch.join()
         if early.key == (master, app_name, asked, jvm_log):
-            if early.error is not None:
-                raise early.error
+            if early.launch.error is not None:
+                raise early.launch.error
             return early.settings
     settings = dict(asked)
     if SparkContext._gateway is not None:

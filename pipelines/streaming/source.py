@@ -618,7 +618,7 @@ def without_metadata(paths: Sequence[str | Path], *, cluster_id: str | None = No
 
 
 def caught_up(paths: Sequence[str | Path], checkpoint: str | Path, *, cluster_id: str | None = None,
-              cluster_ids: dict[str, str] | None = None, policy: ReadPolicy = "fail") -> bool:
+              cluster_ids: Mapping[str, str] | None = None, policy: ReadPolicy = "fail") -> bool:
     """Whether a run of these inputs on this checkpoint has nothing to replay: the checkpoint's last micro-batch is
     committed and ends where every input ends right now (:func:`available_offsets`). Spark would start, find no new
     offsets and stop without a batch — a scheduled run over a quiet cluster, every time — so such a run needs no
@@ -630,7 +630,7 @@ def caught_up(paths: Sequence[str | Path], checkpoint: str | Path, *, cluster_id
     planned = [int(p.name) for p in (Path(checkpoint) / "offsets").iterdir() if p.name.isdigit()]
     if not (Path(checkpoint) / "commits" / str(max(planned))).is_file():
         return False
-    options = source_options(paths, cluster_id=cluster_id, cluster_ids=cluster_ids, policy=policy,
+    options = source_options(paths, cluster_id=cluster_id, cluster_ids=dict(cluster_ids or {}), policy=policy,
                              checkpoint=checkpoint)
     return available_offsets(options) == done
 
