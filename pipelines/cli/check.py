@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from pipelines.cli import shared
 
@@ -54,7 +55,7 @@ def _print_run(run: QualityRun, fail_on: str, console: Console, table: Any) -> N
             style = _STATUS_STYLE.get(r.status, "")
             if r.status == "failed" and r.severity == "warning":
                 style = "bold yellow"
-            out.add_row(r.suite, r.expectation, r.invariant or "-", r.severity, f"[{style}]{r.status}[/]",
+            out.add_row(r.suite, r.expectation, r.invariant or "-", r.severity, Text(r.status, style=style),
                         "" if r.unexpected_count is None else str(r.unexpected_count), _sample_text(r))
         console.print(out)
         counts = {s: sum(1 for r in rows if r.status == s) for s in ("passed", "failed", "error", "skipped")}

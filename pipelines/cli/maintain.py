@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from pipelines.cli import shared
 
@@ -39,7 +40,7 @@ def _print(run: MaintenanceRun, console: Any, table: Any) -> None:
                 "table", "files before", "files after", "size before", "size after", "folded", "compacted",
                 "vacuumed", "checkpoint", "status")
     for t in run.tables:
-        status = "[green]ok[/]" if t.status == "ok" else f"[bold red]{t.status}[/]"
+        status = Text("ok", style="green") if t.status == "ok" else Text(t.status, style="bold red")
         out.add_row(t.table, str(t.files_before), str(t.files_after), _bytes(t.bytes_before), _bytes(t.bytes_after),
                     str(t.rows_folded),
                     f"{t.files_compacted} → {t.files_written}" if not run.dry_run else str(t.files_compacted),

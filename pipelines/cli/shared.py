@@ -18,7 +18,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from jbod_model.controller.context import ControllerConfig
@@ -28,6 +27,7 @@ from jbod_model.meta_properties import DirInventory
 from jbod_model.sources import LoadedInput
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry, StreamRunner
+from pipelines.cli.text_table import TextTable
 
 #: The width of output that is not a terminal (a pipe, a log, a file) and has no COLUMNS: wide enough that rich
 #: never wraps a table cell (``DIRECTORY_OFF`` / ``LINE``), so every line can be grepped and every name copied.
@@ -253,12 +253,10 @@ def report_skipped(lines: Iterable[str]) -> None:
         console(stderr=True).print(f"[yellow]skipped:[/] {escape(line)}", highlight=False)
 
 
-def table(title: str, *columns: str) -> Table:
-    """A table whose cells wrap rather than truncate: a directory id cut to 'AAAA…' is useless to an operator."""
-    out = Table(title=title, title_justify="left")
-    for col in columns:
-        out.add_column(col, overflow="fold")
-    return out
+def table(title: str, *columns: str) -> TextTable:
+    """A table whose cells wrap rather than truncate (:class:`~pipelines.cli.text_table.TextTable`: a cell is literal
+    text, a long table prints line by line)."""
+    return TextTable(title, *columns)
 
 
 def check_source(inputs: list[Path] | None, tables: Path | None, *, tables_only: dict[str, object],

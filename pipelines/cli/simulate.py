@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from jbod_model.errors import JbodError
 from jbod_model.simulator.checks import explain
@@ -60,10 +59,8 @@ def _list(as_json: bool) -> None:
                            "expectedViolations": sorted(p.value for p in s.expected_violations),
                            "expectedInvariants": sorted(s.expected_invariants)} for s in SCENARIOS.values()]))
         return
-    table = Table(title="Scenarios", title_justify="left")
     # What each scenario reproduces (the issue ids of docs/simulator.md) is for the docs and --json, not here.
-    for column in ("scenario", "what happens", "expected to break"):
-        table.add_column(column, overflow="fold")
+    table = shared.table("Scenarios", "scenario", "what happens", "expected to break")
     for s in SCENARIOS.values():
         expected = sorted([p.value for p in s.expected_violations] + sorted(s.expected_invariants))
         table.add_row(s.name, s.description, ", ".join(expected) or "-")
@@ -103,9 +100,7 @@ def _report(result: SimulationResult, paths: OutputPaths, scenario: Scenario | N
     console.print(f"cluster {result.cluster_id}, metadata.version {doc['metadataVersion']}, "
                   f"{len(result.config.brokers)} brokers, {len(result.image.topics.by_id)} topics; "
                   f"{result.end_time_ms / 1000:.1f} s simulated, {state}", highlight=False)
-    table = Table(title=f"Written to {paths.root}", title_justify="left")
-    table.add_column("output", overflow="fold")
-    table.add_column("what", overflow="fold")
+    table = shared.table(f"Written to {paths.root}", "output", "what")
     table.add_row("metadata/__cluster_metadata-0", f"{len(paths.segments)} segment(s), {log_bytes:,} bytes, offsets "
                                                    f"0..{result.stats.last_offset}; snapshot "
                                                    f"{paths.snapshot.name if paths.snapshot else '-'}")

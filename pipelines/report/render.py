@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import jinja2
 from rich.console import Console
-from rich.table import Table
 
 from jbod_model.errors import InputError
 from jbod_model.records.json_codec import PIECE_ROWS, Slices
@@ -58,7 +57,13 @@ TERMINAL_PARTITIONS: Final = 20
 #: timeline events, and a page of 100,000 table rows is neither readable nor quick to open.
 FIRST_ROWS: Final = 25
 
-TableFactory = Callable[..., Table]
+class RowTable(Protocol):
+    """A table :func:`render_terminal` fills and prints (the CLI's :class:`pipelines.cli.text_table.TextTable`)."""
+
+    def add_row(self, *cells: str) -> None: ...
+
+
+TableFactory = Callable[..., RowTable]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""The CLI's tables (:class:`pipelines.cli.text_table.TextTable`) print what rich prints for the same table, byte for
+byte, in a pipe and on a colour terminal, whether they take the line-by-line way (every cell one printable line, the
+table within the width) or rich's (anything else); and a cell is literal text."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from rich.text import Text
+
+from pipelines.cli import shared
+from pipelines.cli.text_table import TextTable
+
+#: ASCII, spaces, markup and emoji look-alikes, wide and combining characters, and the odd control character.
+_CHARS = st.sampled_from([*"abcXYZ019 -_.,/:[]#@→·é", "日", "本", "\u0301", "\t", "\n", "\x07"])
+_TEXT = st.text(_CHARS, max_size=12)
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> tuple[str, list[str], list[list[str]]]:
+    n = draw(st.integers(1, 5))
+    title = draw(st.text(_CHARS, max_size=40))
+    headers = draw(st.lists(_TEXT.filter(lambda t: t.isprintable()), min_size=n, max_size=n))
+    rows = draw(st.lists(st.lists(_TEXT, min_size=n, max_size=n), max_size=6))
+    return title, headers, rows
+
+
+def _printed(console_args: dict[str, object], table: object) -> str:
+    out = io.StringIO()
+    Console(file=out, soft_wrap=True, **console_args).print(table)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+_CONSOLES = st.sampled_from([
+    {"width": 100_000, "color_system": None},            # a pipe (shared.UNWRAPPED_WIDTH)
+    {"width": 60, "color_system": None},                 # COLUMNS=60: wide tables fold
+    {"width": 80, "force_terminal": True, "color_system": "truecolor"},
+    {"width": 30, "force_terminal": True, "color_system": "standard"},
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(_tables(), _CONSOLES)
+def test_a_table_prints_what_rich_prints(table: tuple[str, list[str], list[list[str]]],
+                                         console_args: dict[str, object]) -> None:
+    title, headers, rows = table
+    t = TextTable(title, *headers)
+    for row in rows:
+        t.add_row(*row)
+    assert _printed(console_args, t) == _printed(console_args, t.as_rich())
+
+
+def test_the_line_by_line_way_is_taken_and_equals_rich_on_a_long_table() -> None:
+    t = TextTable("Offline replicas (3000)", "topic", "partition", "directory", "since")
+    for i in range(3000):
+        t.add_row(f"topic-{i % 7}", str(i), "OknBn8CpyL5stzbYd_HK8A" if i % 2 else "LOST",
+                  f"offset {i} · 2023-11-15 06:17:52 UTC")
+    options = Console(width=200).options
+    assert t.line_by_line(options)
+    for args in ({"width": 100_000, "color_system": None},
+                 {"width": 200, "force_terminal": True, "color_system": "256"}):
+        assert _printed(args, t) == _printed(args, t.as_rich())
+    # Too wide for 40 columns: rich folds it, and prints it.
+    assert not t.line_by_line(Console(width=40).options)
+    assert _printed({"width": 40, "color_system": None}, t) == _printed({"width": 40, "color_system": None},
+                                                                          t.as_rich())
+
+
+def test_a_cell_is_literal_text_and_a_styled_cell_keeps_its_style() -> None:
+    t = TextTable("Paths [b]x[/b]", "path", "status")
+    t.add_row("/mnt/[bold]d1[/bold] :fire:", Text("failed", style="red"))
+    printed = _printed({"width": 200, "force_terminal": True, "color_system": "standard"}, t)
+    assert "Paths [b]x[/b]" in printed and "/mnt/[bold]d1[/bold] :fire:" in printed
+    assert "\x1b[31mfailed" in printed
+
+
+def test_shared_table_is_a_text_table_and_prints_unwrapped_in_a_pipe() -> None:
+    t = shared.table("T", "a", "b")
+    assert isinstance(t, TextTable)
+    t.add_row("x" * 300, "y")
+    out = io.StringIO()
+    console = Console(file=out, soft_wrap=True, width=shared.UNWRAPPED_WIDTH)
+    console.print(t)
+    assert any(line.startswith("│ " + "x" * 300 + " │ y │") for line in out.getvalue().splitlines())
+
+
+def test_a_row_of_the_wrong_length_is_refused() -> None:
+    t = TextTable("T", "a", "b")
+    try:
+        t.add_row("only one")
+    except ValueError as e:
+        assert "1 cells in a table of 2 columns" in str(e)
+    else:
+        raise AssertionError("a short row was taken")
