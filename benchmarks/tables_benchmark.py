@@ -9,6 +9,8 @@ imports included), each of::
 
 at the latest offset and again with ``--as-of-offset N`` (N: the middle of the cluster's applied offsets, unless
 ``--as-of-offset`` is given), and prints each one's wall seconds and peak RSS (GNU ``time``'s ``%M`` of the child).
+With ``--text`` the same commands print their tables instead of JSON, into a file (what ``jbod report > out.txt``
+or ``| less`` gets: no terminal, the tables not wrapped).
 On tables that hold several clusters (a fleet: ``benchmarks/fleet_tables.py`` builds one) the commands above read
 ``--cluster`` (default: the first), and ``--only fleet`` (the default there) also times issue #14 item 3::
 
@@ -18,7 +20,7 @@ whole-log image in SQL) in the same run, as the speed anchor the project's bench
 
     python benchmarks/tables_benchmark.py TABLES [--cluster C] [--as-of-offset N] [--repeat 3] [--json]
         [--duckdb ~/.cache/kraft-jbod/clusters/<shape>/records.jsonl] [--only image whatif report fleet]
-        [--jobs J]
+        [--jobs J] [--text]
 
 The goals (issue #14): ≤ 5 s each at 200 k partitions, peak RSS ≤ 2 GiB; the fleet of 50 clusters of 20 k
 partitions ≤ 30 s. Read-only: the tables are never written
@@ -99,6 +101,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, help="the fleet report's --jobs (default: its own, one per core)")
     ap.add_argument("--duckdb", type=Path, help="records.jsonl of the same cluster: time the DuckDB baseline too")
     ap.add_argument("--json", action="store_true", help="print the results as one JSON document")
+    ap.add_argument("--text", action="store_true", help="time the commands' tables (stdout a file), not their JSON")
     args = ap.parse_args()
 
     jbod = shutil.which("jbod") or sys.exit("the jbod script is not on PATH (pip install -e .)")
@@ -106,9 +109,10 @@ def main() -> None:
     cluster = resolve_cluster(args.tables, args.cluster if args.cluster or len(known) < 2 else known[0])
     only = args.only or ("image", "whatif", "report", *(("fleet",) if len(known) > 1 else ()))
     mid = args.as_of_offset if args.as_of_offset is not None else middle_offset(args.tables, cluster)
-    base = ["--tables", str(args.tables), "--cluster", cluster, "--json"]
+    base = ["--tables", str(args.tables), "--cluster", cluster, *(() if args.text else ("--json",))]
     commands: list[tuple[str, list[str]]] = []
-    for label, as_of in (("latest", None), (f"as-of {mid}", mid)):
+    kind = " (text)" if args.text else ""
+    for label, as_of in ((f"latest{kind}", None), (f"as-of {mid}{kind}", mid)):
         at = [] if as_of is None else ["--as-of-offset", str(as_of)]
         if "image" in only:
             commands.append((f"image {label}", [jbod, "image", *base, *at]))
