@@ -69,7 +69,19 @@ def _one_line_short_helps(*apps: typer.Typer) -> None:
                 info.short_help = " ".join(doc.split("\n\n")[0].split())
 
 
+def _reflowed_helps(*apps: typer.Typer) -> None:
+    """Each command's ``--help`` text: its docstring with every paragraph joined into one line, for rich to wrap at the
+    terminal's width. (In rich markup mode typer keeps the line breaks of every paragraph but the first, so a
+    paragraph wrapped at 120 columns in the source came out broken mid-sentence, and at 80 columns in short pieces.)"""
+    for sub in apps:
+        for info in sub.registered_commands:
+            if info.help is None and info.callback is not None:
+                doc = getdoc(info.callback) or ""
+                info.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+
+
 _one_line_short_helps(app, jobs_app)
+_reflowed_helps(app, jobs_app)
 _conventional_help(app, jobs_app)
 
 

@@ -3,6 +3,7 @@ paragraph, not a docstring broken at the source's line width."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -28,6 +29,19 @@ def test_command_lines_are_one_paragraph(sub: typer.Typer) -> None:
     for info in sub.registered_commands:
         assert info.short_help, info.name
         assert "\n" not in info.short_help and len(info.short_help) > 20, info.name
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_help_paragraphs_are_wrapped_at_the_terminal_not_at_the_source(argv: list[str]) -> None:
+    """Each paragraph of a command's description fills the terminal's lines: at 120 columns no line of it ends
+    short of the width while the paragraph goes on (the docstring's own line breaks, kept, did that)."""
+    result = runner.invoke(app, [*argv, "--help"])
+    description = result.output.split("Usage:")[1].split("╭")[0].splitlines()[2:]
+    lines = [line.strip() for line in description]
+    for line, following in itertools.pairwise(lines):
+        if line and following:
+            # A wrapped line is full but for the next word: the next line's first word would not have fitted.
+            assert len(line) + 1 + len(following.split()[0]) > 120 - 2, (argv, line)
 
 
 def test_the_command_list_names_every_command() -> None:
