@@ -7,6 +7,7 @@ the image of INPUT (or of the Spark job's tables), a stream of controller reques
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ from jbod_model.errors import InputError
 from jbod_model.gaps import consequence_fields, with_consequences
 from jbod_model.image_json import image_json_pieces, image_json_text, image_to_json
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import dumps, dumps_pieces
+from jbod_model.records.json_codec import Slices, dumps, dumps_pieces
 from jbod_model.sources import InputKind, detect_kind, open_inputs
 from jbod_model.storage.dump_format import dump_file
 from jbod_model.storage.log_reader import read_entries
@@ -26,18 +27,36 @@ from pipelines.cli.shared import AsOfOpt, InputsArg, JsonOpt, PolicyOpt
 from pipelines.report.load import resolve_as_of
 
 
+def _rows(value: list[dict[str, Any]] | Slices) -> Iterator[dict[str, Any]]:
+    """A list of the image document, whole or as :class:`~jbod_model.records.json_codec.Slices` of rows."""
+    if isinstance(value, Slices):
+        for part in value.slices:
+            yield from part  # type: ignore[misc]  # the tables' slices of rows, never of text here
+    else:
+        yield from value
+
+
 def _print_image(doc: dict[str, Any]) -> None:
-    """The image JSON contract (docs/image-json.md) as terminal tables: it is the one shape every source gives."""
+    """The image JSON contract (docs/image-json.md) as terminal tables: it is the one shape every source gives. Its
+    lists may be :class:`~jbod_model.records.json_codec.Slices` (from the tables): the partitions are counted and
+    the replicas read for the offline ones a slice at a time, never held whole (8 M rows at 2 M partitions)."""
+    partitions = sum(1 for _ in _rows(doc["partitions"]))
+    replicas = 0
+    offline = []
+    for r in _rows(doc["replicas"]):
+        replicas += 1
+        if r["offline"]:
+            offline.append(r)
+    topics = list(_rows(doc["topics"]))
     shared.console().print(f"metadata.version [bold]{doc['metadataVersion']}[/] (level {doc['featureLevel']}), "
-                     f"last offset {doc['lastOffset']}, {len(doc['topics'])} topics, {len(doc['partitions'])} "
-                     f"partitions, {len(doc['replicas'])} replicas", highlight=False)
+                     f"last offset {doc['lastOffset']}, {len(topics)} topics, {partitions} "
+                     f"partitions, {replicas} replicas", highlight=False)
     brokers = shared.table("Brokers", "broker", "epoch", "fenced", "controlled shutdown", "online log dirs")
-    for b in doc["brokers"]:
+    for b in _rows(doc["brokers"]):
         brokers.add_row(str(b["brokerId"]), str(b["brokerEpoch"]), str(b["fenced"]).lower(),
                         str(b["inControlledShutdown"]).lower(), "\n".join(b["logDirs"]) or "(all: pre-3.7-IV2)")
     shared.console().print(brokers)
-    names = {t["topicId"]: t["name"] for t in doc["topics"]}
-    offline = [r for r in doc["replicas"] if r["offline"]]
+    names = {t["topicId"]: t["name"] for t in topics}
     if not offline:
         shared.console().print("No offline replicas.")
         return
@@ -77,7 +96,6 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
                                  "--policy": None if policy == "fail" else policy})
         if tables is not None:
             from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake when asked
-                as_of_image,
                 as_of_image_sliced,
                 resolve_cluster,
             )
@@ -92,7 +110,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
                     sys.stdout.write(piece)
                 sys.stdout.write("\n")
                 return
-            doc = as_of_image(tables, cid, n)
+            doc = as_of_image_sliced(tables, cid, n)
         else:
             loaded = open_inputs(inputs or [], policy=shared.policy(policy),
                                  until_offset=shared.until_offset(as_of_offset),

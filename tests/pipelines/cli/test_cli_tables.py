@@ -41,6 +41,10 @@ def test_image_from_tables_equals_the_model(spark: SparkSession, tmp_path: Path)
 
     terminal = runner.invoke(app, ["image", "--tables", str(tables)])
     assert terminal.exit_code == 0 and "Brokers" in terminal.stdout
+    # The tables' tables as text (their lists read a slice at a time) are the replay's, as of an offset too.
+    assert terminal.stdout == runner.invoke(app, ["image", str(root), "--full-log"]).stdout
+    assert runner.invoke(app, ["image", "--tables", str(tables), "--as-of-offset", str(middle)]).stdout == (
+        runner.invoke(app, ["image", str(root), "--full-log", "--as-of-offset", str(middle)]).stdout)
 
     both = runner.invoke(app, ["image", str(root), "--tables", str(tables)])
     assert both.exit_code == EXIT_INPUT and "not both" in both.stderr
