@@ -62,44 +62,65 @@ class TextTable:
             out.add_row(*(_literal(c) for c in row))
         return out
 
-    def line_by_line(self, options: ConsoleOptions) -> bool:
-        """Whether the table prints line by line with these console options (else rich lays it out)."""
-        return self._plain_widths(options) is not None
+    def line_by_line(self, console: Console) -> bool:
+        """Whether the table prints line by line on ``console`` (else rich lays it out)."""
+        columns = self._plain_columns()
+        return columns is not None and self._widths(console, console.options, columns) is not None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        widths = self._plain_widths(options)
-        if widths is None:
+        columns = self._plain_columns()
+        widths = None if columns is None else self._widths(console, options, columns)
+        if columns is None or widths is None:
             yield self.as_rich()
             return
-        yield from self._lines(console, options, widths)
+        yield from self._lines(console, options, columns, widths)
 
-    def _plain_widths(self, options: ConsoleOptions) -> list[int] | None:
-        """Each column's width without its padding when the table can be printed line by line (every cell one line
-        of printable str, the whole within ``options.max_width``); None when rich must lay it out."""
-        if not self._rows and not self.columns:
+    def _plain_columns(self) -> list[list[str]] | None:
+        """The cells column by column when the table can be printed line by line: every cell a str whose characters
+        each take one or two cells of the terminal (no newline, tab, control, combining or zero-width character,
+        which rich's own rules place); None when rich must lay it out."""
+        if not self.columns:
             return None
-        widths = []
+        columns = []
         for i, header in enumerate(self.columns):
             column = [row[i] for row in self._rows]
             if not all(type(c) is str for c in column):
                 return None
             text = header + "".join(column)  # type: ignore[arg-type]  # all str, checked above
-            if not text.isprintable():  # a newline, a tab, a control character: rich's own rules apply
+            if not text.isprintable() or (not text.isascii()
+                                          and any(get_character_cell_size(ch) == 0 for ch in set(text))):
                 return None
-            cells: list[str] = column  # type: ignore[assignment]
-            if text.isascii():
-                widths.append(max(len(header), *map(len, cells)) if cells else len(header))
-            elif any(get_character_cell_size(ch) == 0 for ch in set(text)):
-                return None  # a combining or zero-width character: rich's own rules place it
-            else:
-                widths.append(max(cell_len(header), *map(cell_len, cells)) if cells else cell_len(header))
-        if sum(widths) + len(widths) * 2 * PAD + len(widths) + 1 > options.max_width:
-            return None
-        return widths
+            columns.append(column)
+        return columns  # type: ignore[return-value]  # all str, checked above
 
-    def _lines(self, console: Console, options: ConsoleOptions, widths: list[int]) -> Iterator[Segment]:
-        """What rich's ``Table.__rich_console__`` yields for this table when nothing wraps: the title (rendered by
-        rich: it may wrap), the top border, the header in the header style, the rows, the bottom border."""
+    def _widths(self, console: Console, options: ConsoleOptions, columns: list[list[str]]) -> list[int] | None:
+        """Each column's width without its padding, as rich's ``Table`` sizes it: as wide as its widest cell when the
+        table fits ``options.max_width``; else what rich gives a table holding one row, each column's widest cell
+        (rich narrows the widest columns first, from the columns' widest cells alone), read off that table's top
+        border. None when a column would be too narrow for a character."""
+        widest = [max((header, *column), key=len if (header + "".join(column)).isascii() else cell_len)
+                  for header, column in zip(self.columns, columns, strict=True)]
+        widths = [cell_len(cell) for cell in widest]
+        if sum(widths) + len(widths) * (2 * PAD + 1) + 1 <= options.max_width:
+            return widths
+        sizing = Table(box=BOX)
+        for header in self.columns:
+            sizing.add_column(_literal(header), overflow="fold")
+        sizing.add_row(*map(_literal, widest))
+        the_box = BOX.substitute(options, safe=console.safe_box)
+        top = "".join(segment.text for segment in console.render_lines(sizing, options, pad=False)[0])
+        padded = [len(part) for part in top[len(the_box.top_left):-len(the_box.top_right)].split(
+            the_box.top_divider)]
+        if len(padded) != len(columns) or min(padded) < 2 * PAD + 1:
+            return None
+        return [w - 2 * PAD for w in padded]
+
+    def _lines(self, console: Console, options: ConsoleOptions, columns: list[list[str]],
+               widths: list[int]) -> Iterator[Segment]:
+        """What rich's ``Table.__rich_console__`` yields for this table at these widths: the title (rendered by rich:
+        it may wrap), the top border and the header (rendered by rich at these widths: its header style), the rows —
+        a cell wider than its column folded by rich's ``Text.wrap``, the row as tall as its tallest cell —, the
+        bottom border."""
         padded = [w + 2 * PAD for w in widths]
         table_width = sum(padded) + len(padded) + 1
         render_options = options.update(width=table_width, highlight=False, height=None)
@@ -120,17 +141,32 @@ class TextTable:
         last = len(self._rows) - 1
         mid = (the_box.mid_left + pad, pad + the_box.mid_vertical + pad, pad + the_box.mid_right)
         foot = (the_box.foot_left + pad, pad + the_box.foot_vertical + pad, pad + the_box.foot_right)
-        ascii_cells = all(header.isascii() for header in self.columns)
-        for index, row in enumerate(self._rows):
+        ascii_only = all(header.isascii() for header in self.columns) and all(
+            "".join(column).isascii() for column in columns)
+        for index, row in enumerate(zip(*columns, strict=True)):
             left, divider, right = foot if index == last else mid
-            if ascii_cells and all(c.isascii() for c in row):  # type: ignore[union-attr]  # str, checked
-                cells = [c.ljust(w) for c, w in zip(row, widths, strict=True)]  # type: ignore[union-attr]
-            else:
-                cells = [_ljust(c, w) for c, w in zip(row, widths, strict=True)]  # type: ignore[arg-type]
-            yield Segment(left + divider.join(cells) + right)
-            yield new_line
+            if ascii_only and all(len(c) <= w for c, w in zip(row, widths, strict=True)):
+                yield Segment(left + divider.join([c.ljust(w) for c, w in zip(row, widths, strict=True)]) + right)
+                yield new_line
+                continue
+            cells = [_cell_lines(console, c, w) for c, w in zip(row, widths, strict=True)]
+            for line_no in range(max(map(len, cells))):
+                yield Segment(left + divider.join([c[line_no] if line_no < len(c) else " " * w
+                                                   for c, w in zip(cells, widths, strict=True)]) + right)
+                yield new_line
         yield Segment(the_box.get_bottom(padded), Style.null())
         yield new_line
+
+
+def _cell_lines(console: Console, text: str, width: int) -> list[str]:
+    """A cell's lines at ``width`` terminal cells: the text padded, or folded as rich folds it (``Text.wrap``, left
+    justified: each line padded to the width)."""
+    if cell_len(text) <= width:
+        return [_ljust(text, width)]
+    if text.isascii() and " " not in text:
+        # One word (an id, a path) wider than the column: rich folds it into pieces of the column's width.
+        return [text[i:i + width].ljust(width) for i in range(0, len(text), width)]
+    return [_ljust(line.plain, width) for line in Text(text).wrap(console, width, justify="left", overflow="fold")]
 
 
 def _ljust(text: str, width: int) -> str:

@@ -16,7 +16,7 @@ from pipelines.cli.text_table import TextTable
 
 #: ASCII, spaces, markup and emoji look-alikes, wide and combining characters, and the odd control character.
 _CHARS = st.sampled_from([*"abcXYZ019 -_.,/:[]#@→·é", "日", "本", "\u0301", "\t", "\n", "\x07"])
-_TEXT = st.text(_CHARS, max_size=12)
+_TEXT = st.text(_CHARS, max_size=24)
 
 
 @st.composite
@@ -34,6 +34,18 @@ def _printed(console_args: dict[str, object], table: object) -> str:
     return out.getvalue()
 
 
+def _same_as_rich(console_args: dict[str, object], table: TextTable) -> None:
+    """The table prints what rich prints for it; else the first line that differs (pytest's diff of two texts of
+    thousands of lines would take minutes)."""
+    ours, theirs = _printed(console_args, table), _printed(console_args, table.as_rich())
+    if ours != theirs:
+        a, b = ours.splitlines(), theirs.splitlines()
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        raise AssertionError(f"{console_args}: line {first} of {len(a)} (rich: {len(b)} lines) differs:\n"
+                             f"ours: {a[first] if first < len(a) else None!r}\n"
+                             f"rich: {b[first] if first < len(b) else None!r}")
+
+
 _CONSOLES = st.sampled_from([
     {"width": 100_000, "color_system": None},            # a pipe (shared.UNWRAPPED_WIDTH)
     {"width": 60, "color_system": None},                 # COLUMNS=60: wide tables fold
@@ -42,7 +54,7 @@ _CONSOLES = st.sampled_from([
 ])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_tables(), _CONSOLES)
 def test_a_table_prints_what_rich_prints(table: tuple[str, list[str], list[list[str]]],
                                          console_args: dict[str, object]) -> None:
@@ -50,7 +62,29 @@ def test_a_table_prints_what_rich_prints(table: tuple[str, list[str], list[list[
     t = TextTable(title, *headers)
     for row in rows:
         t.add_row(*row)
-    assert _printed(console_args, t) == _printed(console_args, t.as_rich())
+    _same_as_rich(console_args, t)
+
+
+_PRINTABLE = st.text(st.sampled_from([*"abcXYZ019 -_.,/:[]#@→·é", "日", "本"]), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text("abcdefgh", min_size=1, max_size=8), min_size=1, max_size=5).flatmap(
+    lambda headers: st.tuples(st.just(headers), st.lists(st.lists(_PRINTABLE, min_size=len(headers),
+                                                                  max_size=len(headers)), max_size=8))),
+       st.integers(24, 120), st.booleans())
+def test_a_table_of_printable_cells_folds_as_rich_folds_it(table: tuple[list[str], list[list[str]]], width: int,
+                                                           colour: bool) -> None:
+    """The line-by-line way at any width: cells wider than their column (one word or several, wide characters)
+    folded over several lines, as rich folds them."""
+    headers, rows = table
+    t = TextTable("Title", *headers)
+    for row in rows:
+        t.add_row(*row)
+    args: dict[str, object] = ({"width": width, "force_terminal": True, "color_system": "standard"} if colour
+                               else {"width": width, "color_system": None})
+    if t.line_by_line(Console(**args)):  # type: ignore[arg-type]  # not when a column is too narrow for a character
+        _same_as_rich(args, t)
 
 
 def test_the_line_by_line_way_is_taken_and_equals_rich_on_a_long_table() -> None:
@@ -58,15 +92,17 @@ def test_the_line_by_line_way_is_taken_and_equals_rich_on_a_long_table() -> None
     for i in range(3000):
         t.add_row(f"topic-{i % 7}", str(i), "OknBn8CpyL5stzbYd_HK8A" if i % 2 else "LOST",
                   f"offset {i} · 2023-11-15 06:17:52 UTC")
-    options = Console(width=200).options
-    assert t.line_by_line(options)
+    # Within the width, and too wide for 40 columns (each row folded over several lines as rich folds it).
     for args in ({"width": 100_000, "color_system": None},
-                 {"width": 200, "force_terminal": True, "color_system": "256"}):
-        assert _printed(args, t) == _printed(args, t.as_rich())
-    # Too wide for 40 columns: rich folds it, and prints it.
-    assert not t.line_by_line(Console(width=40).options)
-    assert _printed({"width": 40, "color_system": None}, t) == _printed({"width": 40, "color_system": None},
-                                                                          t.as_rich())
+                 {"width": 200, "force_terminal": True, "color_system": "256"},
+                 {"width": 40, "color_system": None}):
+        assert t.line_by_line(Console(**args))  # type: ignore[arg-type]
+        _same_as_rich(args, t)
+    assert len(_printed({"width": 40, "color_system": None}, t).splitlines()) > 2 * 3000
+    # A cell of two lines, or a styled one: rich lays the table out.
+    t.add_row("a", "b", "c\nd", "e")
+    assert not t.line_by_line(Console(width=200))
+    _same_as_rich({"width": 200, "color_system": None}, t)
 
 
 def test_a_cell_is_literal_text_and_a_styled_cell_keeps_its_style() -> None:
