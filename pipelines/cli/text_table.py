@@ -107,10 +107,12 @@ class TextTable:
         for header in self.columns:
             sizing.add_column(_literal(header), overflow="fold")
         sizing.add_row(*map(_literal, widest))
-        the_box = BOX.substitute(options, safe=console.safe_box)
-        top = "".join(segment.text for segment in console.render_lines(sizing, options, pad=False)[0])
-        padded = [len(part) for part in top[len(the_box.top_left):-len(the_box.top_right)].split(
-            the_box.top_divider)]
+        # Drawn with the box itself whatever the console's encoding (an ASCII box's top border has no column
+        # dividers): every glyph of a box is one cell, so the widths are the same.
+        unicode = options.copy()
+        unicode.encoding, unicode.legacy_windows = "utf-8", False
+        top = "".join(segment.text for segment in console.render_lines(sizing, unicode, pad=False)[0])
+        padded = [len(part) for part in top[len(BOX.top_left):-len(BOX.top_right)].split(BOX.top_divider)]
         if len(padded) != len(columns) or min(padded) < 2 * PAD + 1:
             return None
         return [w - 2 * PAD for w in padded]

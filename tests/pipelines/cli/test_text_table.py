@@ -29,6 +29,13 @@ def _tables(draw: st.DrawFn) -> tuple[str, list[str], list[list[str]]]:
 
 
 def _printed(console_args: dict[str, object], table: object) -> str:
+    if console_args.get("encoding") == "ascii":  # a console that cannot print box-drawing characters
+        raw = io.BytesIO()
+        file = io.TextIOWrapper(raw, encoding="ascii", errors="replace")
+        Console(file=file, soft_wrap=True, **{k: v for k, v in console_args.items() if k != "encoding"}
+                ).print(table)  # type: ignore[arg-type]
+        file.flush()
+        return raw.getvalue().decode("ascii")
     out = io.StringIO()
     Console(file=out, soft_wrap=True, **console_args).print(table)  # type: ignore[arg-type]
     return out.getvalue()
@@ -51,6 +58,7 @@ _CONSOLES = st.sampled_from([
     {"width": 60, "color_system": None},                 # COLUMNS=60: wide tables fold
     {"width": 80, "force_terminal": True, "color_system": "truecolor"},
     {"width": 30, "force_terminal": True, "color_system": "standard"},
+    {"width": 50, "color_system": None, "encoding": "ascii"},  # LANG=C: rich draws ASCII boxes
 ])
 
 
@@ -99,6 +107,9 @@ def test_the_line_by_line_way_is_taken_and_equals_rich_on_a_long_table() -> None
         assert t.line_by_line(Console(**args))  # type: ignore[arg-type]
         _same_as_rich(args, t)
     assert len(_printed({"width": 40, "color_system": None}, t).splitlines()) > 2 * 3000
+    # A console that cannot print box-drawing characters (LANG=C): rich's ASCII box, the same way.
+    assert t.line_by_line(Console(file=io.TextIOWrapper(io.BytesIO(), encoding="ascii"), width=40))
+    _same_as_rich({"width": 40, "color_system": None, "encoding": "ascii"}, t)
     # A cell of two lines, or a styled one: rich lays the table out.
     t.add_row("a", "b", "c\nd", "e")
     assert not t.line_by_line(Console(width=200))
