@@ -58,29 +58,22 @@ def _conventional_help(*apps: typer.Typer) -> None:
                 group.cls = shared.JbodGroup
 
 
-def _one_line_short_helps(*apps: typer.Typer) -> None:
-    """Each command's line in ``jbod --help``: its docstring's first paragraph joined into one line. (In rich markup
-    mode typer keeps the docstring's line breaks, so a paragraph wrapped at 120 columns in the source would be
-    broken again, mid-sentence, in the command list.)"""
-    for sub in apps:
-        for info in sub.registered_commands:
-            if info.short_help is None and info.callback is not None:
-                doc = info.help or getdoc(info.callback) or ""
-                info.short_help = " ".join(doc.split("\n\n")[0].split())
-
-
 def _reflowed_helps(*apps: typer.Typer) -> None:
     """Each command's ``--help`` text: its docstring with every paragraph joined into one line, for rich to wrap at the
-    terminal's width. (In rich markup mode typer keeps the line breaks of every paragraph but the first, so a
-    paragraph wrapped at 120 columns in the source came out broken mid-sentence, and at 80 columns in short pieces.)"""
+    terminal's width; and its line in ``jbod --help``: the first of those paragraphs. (In rich markup mode typer
+    keeps the line breaks of a docstring's paragraphs, so a paragraph wrapped at 120 columns in the source came out
+    broken mid-sentence, and at 80 columns in short pieces.)"""
     for sub in apps:
         for info in sub.registered_commands:
-            if info.help is None and info.callback is not None:
+            if info.callback is None:
+                continue
+            if info.help is None:
                 doc = getdoc(info.callback) or ""
                 info.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+            if info.short_help is None:
+                info.short_help = " ".join(info.help.split("\n\n")[0].split())
 
 
-_one_line_short_helps(app, jobs_app)
 _reflowed_helps(app, jobs_app)
 _conventional_help(app, jobs_app)
 

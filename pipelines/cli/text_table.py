@@ -4,11 +4,11 @@ when nothing wraps.
 rich measures and renders every cell through its whole layout machinery (markup, wrapping, cropping, padding as
 segments), about 0.5 ms a row: ``jbod image --tables`` at 200 k partitions printed 133 k offline replicas in about a
 minute, and the report's leaderless partitions and timeline (50 k rows) took 31 of its 54 s (docs/performance.md).
-When every cell is one line of printable text and the table fits the width, what rich would print is known in closed
-form: each column as wide as its widest cell, cells padded by one space, the box's borders. :class:`TextTable`
-prints exactly that, a line at a time, and hands anything else (a table wider than the terminal, whose cells rich
-folds; a styled or multi-line cell) to rich itself. The two are proven equal by property tests
-(``tests/pipelines/cli/test_text_table.py``).
+When every cell is one line of printable text, what rich would print is known in closed form: each column as wide as
+its widest cell when the table fits the width (else as rich narrows it, from those widest cells alone), cells padded
+by one space and folded where wider than their column, the box's borders. :class:`TextTable` prints exactly that, a
+line at a time, and hands anything else (a styled or multi-line cell, a column too narrow for a character) to rich
+itself. The two are proven equal by property tests (``tests/pipelines/cli/test_text_table.py``).
 
 A cell is literal text: a topic, a path or an error message is printed as it is, never read as rich markup (``[b]``)
 or an emoji code (``:fire:``). A cell that needs a style is a :class:`rich.text.Text`.
@@ -48,10 +48,6 @@ class TextTable:
             raise ValueError(f"a row of {len(cells)} cells in a table of {len(self.columns)} columns")
         self._rows.append(cells)
 
-    @property
-    def row_count(self) -> int:
-        return len(self._rows)
-
     def as_rich(self) -> Table:
         """The same table as a :class:`rich.table.Table` (str cells as literal :class:`~rich.text.Text`): what rich
         prints for it is what :meth:`__rich_console__` prints."""
@@ -64,42 +60,45 @@ class TextTable:
 
     def line_by_line(self, console: Console) -> bool:
         """Whether the table prints line by line on ``console`` (else rich lays it out)."""
-        columns = self._plain_columns()
-        return columns is not None and self._widths(console, console.options, columns) is not None
+        return self._layout(console, console.options) is not None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        columns = self._plain_columns()
-        widths = None if columns is None else self._widths(console, options, columns)
-        if columns is None or widths is None:
+        layout = self._layout(console, options)
+        if layout is None:
             yield self.as_rich()
             return
-        yield from self._lines(console, options, columns, widths)
+        yield from self._lines(console, options, *layout)
 
-    def _plain_columns(self) -> list[list[str]] | None:
-        """The cells column by column when the table can be printed line by line: every cell a str whose characters
-        each take one or two cells of the terminal (no newline, tab, control, combining or zero-width character,
-        which rich's own rules place); None when rich must lay it out."""
+    def _layout(self, console: Console, options: ConsoleOptions) -> tuple[list[list[str]], list[int], bool] | None:
+        """How the table prints line by line: its cells column by column, each column's width (:meth:`_widths`) and
+        whether every cell is ASCII; None when rich must lay it out — a cell not a str, or holding a character that
+        does not take one or two cells of the terminal (a newline, a tab, a control, combining or zero-width one:
+        rich's own rules place those)."""
         if not self.columns:
             return None
-        columns = []
+        columns: list[list[str]] = []
+        widest: list[str] = []
+        all_ascii = True
         for i, header in enumerate(self.columns):
             column = [row[i] for row in self._rows]
             if not all(type(c) is str for c in column):
                 return None
             text = header + "".join(column)  # type: ignore[arg-type]  # all str, checked above
-            if not text.isprintable() or (not text.isascii()
+            ascii_column = text.isascii()
+            if not text.isprintable() or (not ascii_column
                                           and any(get_character_cell_size(ch) == 0 for ch in set(text))):
                 return None
-            columns.append(column)
-        return columns  # type: ignore[return-value]  # all str, checked above
+            columns.append(column)  # type: ignore[arg-type]  # all str, checked above
+            widest.append(max((header, *column), key=len if ascii_column else cell_len))  # type: ignore[arg-type]
+            all_ascii = all_ascii and ascii_column
+        widths = self._widths(console, options, widest)
+        return None if widths is None else (columns, widths, all_ascii)
 
-    def _widths(self, console: Console, options: ConsoleOptions, columns: list[list[str]]) -> list[int] | None:
-        """Each column's width without its padding, as rich's ``Table`` sizes it: as wide as its widest cell when the
-        table fits ``options.max_width``; else what rich gives a table holding one row, each column's widest cell
-        (rich narrows the widest columns first, from the columns' widest cells alone), read off that table's top
-        border. None when a column would be too narrow for a character."""
-        widest = [max((header, *column), key=len if (header + "".join(column)).isascii() else cell_len)
-                  for header, column in zip(self.columns, columns, strict=True)]
+    def _widths(self, console: Console, options: ConsoleOptions, widest: list[str]) -> list[int] | None:
+        """Each column's width without its padding, from each column's widest cell (``widest``), as rich's
+        ``Table`` sizes it: that cell's width when the table fits ``options.max_width``; else what rich gives a table
+        holding one row of those cells (rich narrows the widest columns first, from the columns' widest cells
+        alone), read off that table's top border. None when a column would be too narrow for a character."""
         widths = [cell_len(cell) for cell in widest]
         if sum(widths) + len(widths) * (2 * PAD + 1) + 1 <= options.max_width:
             return widths
@@ -113,12 +112,12 @@ class TextTable:
         unicode.encoding, unicode.legacy_windows = "utf-8", False
         top = "".join(segment.text for segment in console.render_lines(sizing, unicode, pad=False)[0])
         padded = [len(part) for part in top[len(BOX.top_left):-len(BOX.top_right)].split(BOX.top_divider)]
-        if len(padded) != len(columns) or min(padded) < 2 * PAD + 1:
+        if len(padded) != len(widest) or min(padded) < 2 * PAD + 1:
             return None
         return [w - 2 * PAD for w in padded]
 
-    def _lines(self, console: Console, options: ConsoleOptions, columns: list[list[str]],
-               widths: list[int]) -> Iterator[Segment]:
+    def _lines(self, console: Console, options: ConsoleOptions, columns: list[list[str]], widths: list[int],
+               all_ascii: bool) -> Iterator[Segment]:
         """What rich's ``Table.__rich_console__`` yields for this table at these widths: the title (rendered by rich:
         it may wrap), the top border and the header (rendered by rich at these widths: its header style), the rows —
         a cell wider than its column folded by rich's ``Text.wrap``, the row as tall as its tallest cell —, the
@@ -143,11 +142,9 @@ class TextTable:
         last = len(self._rows) - 1
         mid = (the_box.mid_left + pad, pad + the_box.mid_vertical + pad, pad + the_box.mid_right)
         foot = (the_box.foot_left + pad, pad + the_box.foot_vertical + pad, pad + the_box.foot_right)
-        ascii_only = all(header.isascii() for header in self.columns) and all(
-            "".join(column).isascii() for column in columns)
         for index, row in enumerate(zip(*columns, strict=True)):
             left, divider, right = foot if index == last else mid
-            if ascii_only and all(len(c) <= w for c, w in zip(row, widths, strict=True)):
+            if all_ascii and all(len(c) <= w for c, w in zip(row, widths, strict=True)):
                 yield Segment(left + divider.join([c.ljust(w) for c, w in zip(row, widths, strict=True)]) + right)
                 yield new_line
                 continue
