@@ -38,6 +38,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
+import numpy as np
 import orjson
 import pandas as pd
 import pyarrow as pa
@@ -449,9 +450,9 @@ class RowSink:
         self.snapshot_index = snapshot_index or {}
         #: Table → its rows: ``(ord, at, *values)``.
         self.rows: dict[str, list[tuple[Any, ...]]] = {}
-        #: Table → more of its rows, as columns in the same order: a replica group's rows are added column by column
-        #: (most of a fenced broker's columns are one value repeated), never as tuples to be turned into columns.
-        self._columns: dict[str, list[list[Any]]] = {}
+        #: Table → more of its rows, as Arrow record batches of its sink schema: a replica group's rows
+        #: (:meth:`_replica_group`), built column by column, most of a fenced broker's columns one value repeated.
+        self._batches: dict[str, list[pa.RecordBatch]] = {}
         #: Rows added so far, over every table: the next row's index (its ``ord`` is derived from it).
         self.count = 0
         #: The batch's input records by offset: their packed rows (``codec.unpack_rows``) as the source wrote them.
@@ -475,23 +476,19 @@ class RowSink:
         """The rows as typed tables: ``ord``, ``at`` and the table's :func:`operator_schema` columns. No value
         becomes text: the rows (tuples) become one struct array in one call, which pyarrow converts in C — taking
         them apart into columns first (an ``itemgetter`` pass per column) cost ≈ 1.4× as much at 200 k partitions
-        (docs/state-design.md, "fifteenth round") —, and the rows added as columns (:meth:`_replica_group`) become
-        arrays column by column. The rows' order is not the tables' (the driver sorts a batch by ``ord``,
+        (docs/state-design.md, "fifteenth round") —, and the replica groups' batches (:meth:`_replica_group`) are
+        added as they are. The rows' order is not the tables' (the driver sorts a batch by ``ord``,
         pipelines.lakehouse.tables.plan_batch)."""
         out = {}
-        for name in {**self.rows, **self._columns}:
+        for name in {**self.rows, **self._batches}:
             schema = _sink_schema(name)
-            parts = []
+            batches = []
             rows = self.rows.get(name)
             if rows:
-                parts.append(pa.Table.from_batches(
-                    [pa.RecordBatch.from_struct_array(pa.array(rows, _sink_row_type(name)))], schema=schema))
-            more = self._columns.get(name)
-            if more is not None and more[0]:
-                parts.append(pa.table([pa.array(column, f.type) for column, f in zip(more, schema, strict=True)],
-                                      schema=schema))
-            if parts:
-                out[name] = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+                batches.append(pa.RecordBatch.from_struct_array(pa.array(rows, _sink_row_type(name))))
+            batches += self._batches.get(name, ())
+            if batches:
+                out[name] = pa.Table.from_batches(batches, schema=schema)
         return out
 
     def event(self, entity: str, key: tuple[Any, ...], step: Step, value: tuple[Any, ...] | None) -> None:
@@ -575,14 +572,16 @@ class RowSink:
 
     def _replica_group(self, step: Step, g: ReplicaGroup) -> None:
         """The rows of :meth:`_replica` for each replica of ``g`` (a replica row, then its ``offline`` row: their
-        ``ord`` values are those), added column by column: all but the key and the topic's name are the group's.
-        Every replica of a group changes its offline reason, so each has an ``offline`` row."""
+        ``ord`` values are those), as one record batch per table. Every replica of a group changes its offline
+        reason, so each has an ``offline`` row.
+
+        Built as Arrow arrays, not Python values: all but the key, the topic's name and ``ord`` are the group's, one
+        value repeated (a fenced broker's group holds each of its replicas, ≈ 4.4 M rows over the 200 k log); a
+        repeated value costs a few nanoseconds a row as an array, ≈ 40 as Python values converted
+        (docs/state-design.md, "The replica groups as Arrow")."""
         n = len(g.partitions)
         if not n:
             return
-        directory, state = str(g.directory), g.directory_state.value
-        new_reason = g.new_reason
-        offset, timestamp, broker_id = step.offset, step.timestamp, g.broker_id
         topic_texts = self._topic_texts
         topics: list[str] = []
         partition_ids: list[int] = []
@@ -594,29 +593,29 @@ class RowSink:
             partition_ids.append(partition_id)
         first, buckets, bucket = self.count, self.buckets, self.bucket
         stride = 2 * buckets
+
+        def same(value: Any, kind: pa.DataType) -> pa.Array:
+            return pa.repeat(pa.scalar(value, kind), n)
+
         # ord, at, topic_id, partition_id, broker_id, o, t: the key and the event's position, in both tables.
-        replica_head = (range(first * buckets + bucket, (first + 2 * n) * buckets, stride), (offset,) * n, topics,
-                        partition_ids, (broker_id,) * n, (offset,) * n, (timestamp,) * n)
-        offline_head = (range((first + 1) * buckets + bucket, (first + 1 + 2 * n) * buckets, stride),
-                        *replica_head[1:])
-        replica_tail = (directory, state, new_reason is not None, None if new_reason is None else new_reason.value,
-                        False)
-        _extend(self._table_columns("replica"), (*replica_head, g.topic_names),
-                tuple((value,) * n for value in replica_tail))
-        if new_reason is None:
-            offline_tail: tuple[Any, ...] = (*_REMOVED_VALUES["offline"][1:], True)
-            offline_names: Iterable[Any] = (None,) * n
-        else:
-            offline_tail, offline_names = (directory, state, new_reason.value, False), g.topic_names
-        _extend(self._table_columns("offline"), (*offline_head, offline_names),
-                tuple((value,) * n for value in offline_tail))
+        head = (same(step.offset, pa.int64()), pa.array(topics, pa.string()), pa.array(partition_ids, pa.int32()),
+                same(g.broker_id, pa.int32()), same(step.offset, pa.int64()), same(step.timestamp, pa.int64()))
+        names = pa.array(g.topic_names, pa.string())
+        directory, state, new_reason = str(g.directory), g.directory_state.value, g.new_reason
+        reason = None if new_reason is None else new_reason.value
+        replica_ord = np.arange(first * buckets + bucket, (first + 2 * n) * buckets, stride, dtype=np.int64)
+        self._batch("replica", (
+            pa.array(replica_ord), *head, names, same(directory, pa.string()), same(state, pa.string()),
+            same(new_reason is not None, pa.bool_()), same(reason, pa.string()), same(False, pa.bool_())))
+        gone = new_reason is None  # back online: the offline interval's removal row
+        self._batch("offline", (
+            pa.array(replica_ord + buckets), *head, same(None, pa.string()) if gone else names,
+            same(None if gone else directory, pa.string()), same(None if gone else state, pa.string()),
+            same(reason, pa.string()), same(gone, pa.bool_())))
         self.count = first + 2 * n
 
-    def _table_columns(self, table: str) -> list[list[Any]]:
-        found = self._columns.get(table)
-        if found is None:
-            found = self._columns[table] = [[] for _ in _sink_schema(table)]
-        return found
+    def _batch(self, table: str, columns: Sequence[pa.Array]) -> None:
+        self._batches.setdefault(table, []).append(pa.RecordBatch.from_arrays(list(columns), schema=_sink_schema(table)))
 
     def _table(self, table: str) -> list[tuple[Any, ...]]:
         found = self.rows.get(table)
@@ -665,12 +664,6 @@ class RowSink:
     def fault(self, fault: JbodError, seq: int | None, offset: int | None, source: str | None) -> None:
         self.add("replay_faults", (seq, offset, source, type(fault).__name__, str(fault)),
                  offset if offset is not None else seq)
-
-
-def _extend(columns: list[list[Any]], *parts: Iterable[Iterable[Any]]) -> None:
-    """Append the values of each column in ``parts`` (in order) to ``columns``."""
-    for column, values in zip(columns, (v for part in parts for v in part), strict=True):
-        column.extend(values)
 
 
 def _rebootstrap_message(gap_from: int, snapshot_end: int, changed: int) -> str:
