@@ -432,6 +432,90 @@ _REMOVED_VALUES: Mapping[str, tuple[None, ...]] = {name: (None,) * len(e.value) 
 InputBatch: TypeAlias = pd.DataFrame | Sequence[Sequence[Any]] | Sequence[Mapping[str, Any]] | None
 
 
+class _ReplicaGroups:
+    """The rows of a sink's replica groups (``Step.replica_groups``), kept as columns until they become the
+    ``replica`` and ``offline`` tables' record batches (:meth:`batches`).
+
+    A fenced or unfenced broker's group holds each of its replicas in a bucket: ≈ 4.4 M rows over the 200 k log, of
+    1,051 groups in one bucket (median 416 replicas). All but a row's key, its topic's name and its ``ord`` are the
+    group's, so a group adds one value per such column (and its size), its keys and names as lists; each column is
+    then made once for all groups — a value repeated by ``take``, ``ord`` by numpy — rather than from a Python value
+    per row and column (≈ 40 ns each), or as arrays per group (≈ 20 pyarrow calls a group)."""
+
+    __slots__ = ("broker_ids", "directories", "firsts", "names", "offsets", "partition_ids", "reasons", "sizes",
+                 "states", "timestamps", "topics")
+
+    def __init__(self) -> None:
+        # Per group: its size, the sink's row count before it, and its repeated values.
+        self.sizes: list[int] = []
+        self.firsts: list[int] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int | None] = []
+        self.broker_ids: list[int] = []
+        self.directories: list[str] = []
+        self.states: list[str] = []
+        #: The new offline reason's value; None: the group came back online.
+        self.reasons: list[str | None] = []
+        # Per row: the replica's key and its topic's name.
+        self.topics: list[str] = []
+        self.partition_ids: list[int] = []
+        self.names: list[str | None] = []
+
+    def add(self, step: Step, g: ReplicaGroup, first: int, topic_texts: dict[Uuid, str]) -> None:
+        """Keep ``g``'s rows; ``first``: the sink's row count before them (its replica rows' ``ord`` follow from it),
+        ``topic_texts``: the sink's topic id texts (filled in as needed)."""
+        self.sizes.append(len(g.partitions))
+        self.firsts.append(first)
+        self.offsets.append(step.offset)
+        self.timestamps.append(step.timestamp)
+        self.broker_ids.append(g.broker_id)
+        self.directories.append(str(g.directory))
+        self.states.append(g.directory_state.value)
+        self.reasons.append(None if g.new_reason is None else g.new_reason.value)
+        topics, partition_ids = self.topics, self.partition_ids
+        for topic_id, partition_id in g.partitions:
+            text = topic_texts.get(topic_id)
+            if text is None:
+                text = topic_texts[topic_id] = str(topic_id)
+            topics.append(text)
+            partition_ids.append(partition_id)
+        self.names.extend(g.topic_names)
+
+    def batches(self, buckets: int, bucket: int) -> dict[str, pa.RecordBatch]:
+        """The ``replica`` and ``offline`` rows as record batches of their sink schemas (none without a group).
+
+        A group of ``n`` replicas whose first row is the sink's row ``first`` has replica rows at ``first``,
+        ``first + 2``, … and offline rows right after each (``RowSink.add``'s ``ord``: row × buckets + bucket)."""
+        if not self.sizes:
+            return {}
+        sizes = np.array(self.sizes, dtype=np.int64)
+        group = np.repeat(np.arange(len(sizes)), sizes)
+        # A row's place in its group: its index less its group's first index.
+        within = np.arange(len(group)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        replica_ord = (np.repeat(np.array(self.firsts, dtype=np.int64), sizes) + 2 * within) * buckets + bucket
+        take = pa.array(group)
+
+        def repeated(values: list[Any], kind: pa.DataType) -> pa.Array:
+            return pa.array(values, kind).take(take)
+
+        back = [r is None for r in self.reasons]  # back online: the offline interval's removal row
+        head = [repeated(self.offsets, pa.int64()), pa.array(self.topics, pa.string()),
+                pa.array(self.partition_ids, pa.int32()), repeated(self.broker_ids, pa.int32()),
+                repeated(self.offsets, pa.int64()), repeated(self.timestamps, pa.int64())]
+        names = pa.array(self.names, pa.string())
+        directory, state = repeated(self.directories, pa.string()), repeated(self.states, pa.string())
+        reason, removed = repeated(self.reasons, pa.string()), repeated(back, pa.bool_())
+        online = pa.array([not b for b in back], pa.bool_()).take(take)
+        # A removal row's values are null: where the group came back online, the names, directory and state too.
+        gone = pa.nulls(len(group), pa.string())
+        replica = [pa.array(replica_ord), *head, names, directory, state, pc.invert(removed), reason,
+                   pa.repeat(pa.scalar(False), len(group))]
+        offline = [pa.array(replica_ord + buckets), *head, pc.if_else(online, names, gone),
+                   pc.if_else(online, directory, gone), pc.if_else(online, state, gone), reason, removed]
+        return {"replica": pa.RecordBatch.from_arrays(replica, schema=_sink_schema("replica")),
+                "offline": pa.RecordBatch.from_arrays(offline, schema=_sink_schema("offline"))}
+
+
 class RowSink:
     """Collects one cluster bucket's output rows in order, table by table, as typed values in each table's
     :func:`pipelines.lakehouse.tables.operator_schema` order, each with its ``ord`` and the offset of the step it
@@ -450,15 +534,17 @@ class RowSink:
         self.snapshot_index = snapshot_index or {}
         #: Table → its rows: ``(ord, at, *values)``.
         self.rows: dict[str, list[tuple[Any, ...]]] = {}
-        #: Table → more of its rows, as Arrow record batches of its sink schema: a replica group's rows
-        #: (:meth:`_replica_group`), built column by column, most of a fenced broker's columns one value repeated.
-        self._batches: dict[str, list[pa.RecordBatch]] = {}
+        #: The replica groups' rows (:meth:`_replica_group`), made into columns by :meth:`tables`.
+        self._groups = _ReplicaGroups()
         #: Rows added so far, over every table: the next row's index (its ``ord`` is derived from it).
         self.count = 0
         #: The batch's input records by offset: their packed rows (``codec.unpack_rows``) as the source wrote them.
         self._inputs: dict[int, Sequence[Any]] = {}
         #: Topic ids' texts: a group lists thousands of partitions of a few hundred topics.
         self._topic_texts: dict[Uuid, str] = {}
+        #: A registration's directories → their texts, one list shared by its rows (read only): most changes of a
+        #: partition (a leader, an ISR) keep its directories, and three ids' texts cost more than the lookup.
+        self._directory_texts: dict[tuple[Uuid, ...], list[str]] = {}
 
     def remember(self, row: Sequence[Any]) -> None:
         """Keep an input row's record text (a packed row, ``codec.unpack_rows``) for its bronze row: the source wrote
@@ -480,15 +566,16 @@ class RowSink:
         added as they are. The rows' order is not the tables' (the driver sorts a batch by ``ord``,
         pipelines.lakehouse.tables.plan_batch)."""
         out = {}
-        for name in {**self.rows, **self._batches}:
-            schema = _sink_schema(name)
+        grouped = self._groups.batches(self.buckets, self.bucket)
+        for name in {**self.rows, **grouped}:
             batches = []
             rows = self.rows.get(name)
             if rows:
                 batches.append(pa.RecordBatch.from_struct_array(pa.array(rows, _sink_row_type(name))))
-            batches += self._batches.get(name, ())
+            if name in grouped:
+                batches.append(grouped[name])
             if batches:
-                out[name] = pa.Table.from_batches(batches, schema=schema)
+                out[name] = pa.Table.from_batches(batches, schema=_sink_schema(name))
         return out
 
     def event(self, entity: str, key: tuple[Any, ...], step: Step, value: tuple[Any, ...] | None) -> None:
@@ -546,7 +633,7 @@ class RowSink:
         """The step's ``partition`` events: what :meth:`event` adds, each row built as one tuple (≈ one row per
         record of a log: a PartitionChangeRecord changes one partition), the topic ids' texts kept."""
         rows = self._table("partition")
-        topic_texts = self._topic_texts
+        topic_texts, directory_texts = self._topic_texts, self._directory_texts
         offset, timestamp, buckets, bucket = step.offset, step.timestamp, self.buckets, self.bucket
         for change in step.partitions:
             p = change.new
@@ -556,11 +643,14 @@ class RowSink:
             topic = topic_texts.get(change.topic_id)
             if topic is None:
                 topic = topic_texts[change.topic_id] = str(change.topic_id)
+            directories = directory_texts.get(p.directories)
+            if directories is None:
+                directories = directory_texts[p.directories] = [str(d) for d in p.directories]
             # The sink's partition row (_sink_schema): ord, at, the key, o, t, the registration's columns, removed.
             rows.append((self.count * buckets + bucket, offset, topic, change.partition_id, offset, timestamp,
                          change.topic_name, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
-                         p.leader_recovery_state, [str(d) for d in p.directories], p.adding_replicas,
-                         p.removing_replicas, p.elr, p.last_known_elr, False))
+                         p.leader_recovery_state, directories, p.adding_replicas, p.removing_replicas, p.elr,
+                         p.last_known_elr, False))
             self.count += 1
 
     def _replica(self, step: Step, r: ReplicaChange) -> None:
@@ -572,50 +662,12 @@ class RowSink:
 
     def _replica_group(self, step: Step, g: ReplicaGroup) -> None:
         """The rows of :meth:`_replica` for each replica of ``g`` (a replica row, then its ``offline`` row: their
-        ``ord`` values are those), as one record batch per table. Every replica of a group changes its offline
-        reason, so each has an ``offline`` row.
-
-        Built as Arrow arrays, not Python values: all but the key, the topic's name and ``ord`` are the group's, one
-        value repeated (a fenced broker's group holds each of its replicas, ≈ 4.4 M rows over the 200 k log); a
-        repeated value costs a few nanoseconds a row as an array, ≈ 40 as Python values converted
-        (docs/state-design.md, "The replica groups as Arrow")."""
+        ``ord`` values are those), kept by :class:`_ReplicaGroups` until :meth:`tables`. Every replica of a group
+        changes its offline reason, so each has an ``offline`` row."""
         n = len(g.partitions)
-        if not n:
-            return
-        topic_texts = self._topic_texts
-        topics: list[str] = []
-        partition_ids: list[int] = []
-        for topic_id, partition_id in g.partitions:
-            text = topic_texts.get(topic_id)
-            if text is None:
-                text = topic_texts[topic_id] = str(topic_id)
-            topics.append(text)
-            partition_ids.append(partition_id)
-        first, buckets, bucket = self.count, self.buckets, self.bucket
-        stride = 2 * buckets
-
-        def same(value: Any, kind: pa.DataType) -> pa.Array:
-            return pa.repeat(pa.scalar(value, kind), n)
-
-        # ord, at, topic_id, partition_id, broker_id, o, t: the key and the event's position, in both tables.
-        head = (same(step.offset, pa.int64()), pa.array(topics, pa.string()), pa.array(partition_ids, pa.int32()),
-                same(g.broker_id, pa.int32()), same(step.offset, pa.int64()), same(step.timestamp, pa.int64()))
-        names = pa.array(g.topic_names, pa.string())
-        directory, state, new_reason = str(g.directory), g.directory_state.value, g.new_reason
-        reason = None if new_reason is None else new_reason.value
-        replica_ord = np.arange(first * buckets + bucket, (first + 2 * n) * buckets, stride, dtype=np.int64)
-        self._batch("replica", (
-            pa.array(replica_ord), *head, names, same(directory, pa.string()), same(state, pa.string()),
-            same(new_reason is not None, pa.bool_()), same(reason, pa.string()), same(False, pa.bool_())))
-        gone = new_reason is None  # back online: the offline interval's removal row
-        self._batch("offline", (
-            pa.array(replica_ord + buckets), *head, same(None, pa.string()) if gone else names,
-            same(None if gone else directory, pa.string()), same(None if gone else state, pa.string()),
-            same(reason, pa.string()), same(gone, pa.bool_())))
-        self.count = first + 2 * n
-
-    def _batch(self, table: str, columns: Sequence[pa.Array]) -> None:
-        self._batches.setdefault(table, []).append(pa.RecordBatch.from_arrays(list(columns), schema=_sink_schema(table)))
+        if n:
+            self._groups.add(step, g, self.count, self._topic_texts)
+            self.count += 2 * n
 
     def _table(self, table: str) -> list[tuple[Any, ...]]:
         found = self.rows.get(table)
