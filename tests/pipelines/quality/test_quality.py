@@ -900,3 +900,23 @@ def test_the_log_suite_checks_the_records_after_a_snapshot(runner: GxRunner, tmp
                     snapshot=(image.to_records(), 33))
     results = check_cluster(TableSet("from-snapshot", tmp_path), runner)
     assert failed(results) == {"I14.leader_acceptable", "I16.directory_failure_handled_in_batch"}
+
+
+@pytest.mark.parametrize("column", [
+    pd.Series([3, 1 << 40, -2], dtype="int64"),
+    pd.Series([3, 1 << 40, -2], dtype="Int64"),
+    pd.Series([3, None, -2], dtype="Int64"),
+    pd.Series([3.0, float("nan"), -2.0], dtype="float64"),
+    pd.Series([3, None, -2], dtype="object"),
+], ids=["int64", "Int64", "Int64 with a null", "float64 with NaN", "object"])
+def test_the_log_suites_integer_columns_are_python_ints_and_none_whatever_pandas_made_of_them(
+        column: pd.Series) -> None:
+    """The log suite reads a million values of each integer column (offsets, batches, versions, times): a column
+    without a null is converted whole, the others value by value; either way every value is an ``int`` (the
+    entries' offsets and times, and the violations' rows, hold them) or None."""
+    from pipelines.quality.suites.log import _ints
+
+    values = _ints(column)
+    expected = [int(v) if pd.notna(v) else None for v in column]
+    assert values == expected
+    assert [type(v) for v in values] == [type(v) for v in expected]
