@@ -498,17 +498,16 @@ class _ReplicaGroups:
         def repeated(values: list[Any], kind: pa.DataType) -> pa.Array:
             return pa.array(values, kind).take(take)
 
-        back = [r is None for r in self.reasons]  # back online: the offline interval's removal row
-        head = [repeated(self.offsets, pa.int64()), pa.array(self.topics, pa.string()),
-                pa.array(self.partition_ids, pa.int32()), repeated(self.broker_ids, pa.int32()),
-                repeated(self.offsets, pa.int64()), repeated(self.timestamps, pa.int64())]
+        at = repeated(self.offsets, pa.int64())  # the step's offset: each row's ``at`` and ``o``
+        head = [at, pa.array(self.topics, pa.string()), pa.array(self.partition_ids, pa.int32()),
+                repeated(self.broker_ids, pa.int32()), at, repeated(self.timestamps, pa.int64())]
         names = pa.array(self.names, pa.string())
         directory, state = repeated(self.directories, pa.string()), repeated(self.states, pa.string())
-        reason, removed = repeated(self.reasons, pa.string()), repeated(back, pa.bool_())
-        online = pa.array([not b for b in back], pa.bool_()).take(take)
-        # A removal row's values are null: where the group came back online, the names, directory and state too.
+        # Back online (no new reason): the offline interval's removal row, its values null.
+        reason, removed = repeated(self.reasons, pa.string()), repeated([r is None for r in self.reasons], pa.bool_())
+        online = pc.invert(removed)
         gone = pa.nulls(len(group), pa.string())
-        replica = [pa.array(replica_ord), *head, names, directory, state, pc.invert(removed), reason,
+        replica = [pa.array(replica_ord), *head, names, directory, state, online, reason,
                    pa.repeat(pa.scalar(False), len(group))]
         offline = [pa.array(replica_ord + buckets), *head, pc.if_else(online, names, gone),
                    pc.if_else(online, directory, gone), pc.if_else(online, state, gone), reason, removed]
@@ -562,8 +561,8 @@ class RowSink:
         """The rows as typed tables: ``ord``, ``at`` and the table's :func:`operator_schema` columns. No value
         becomes text: the rows (tuples) become one struct array in one call, which pyarrow converts in C — taking
         them apart into columns first (an ``itemgetter`` pass per column) cost ≈ 1.4× as much at 200 k partitions
-        (docs/state-design.md, "fifteenth round") —, and the replica groups' batches (:meth:`_replica_group`) are
-        added as they are. The rows' order is not the tables' (the driver sorts a batch by ``ord``,
+        (docs/state-design.md, "fifteenth round") —, and the replica groups' rows become columns once for all the
+        groups (:class:`_ReplicaGroups`). The rows' order is not the tables' (the driver sorts a batch by ``ord``,
         pipelines.lakehouse.tables.plan_batch)."""
         out = {}
         grouped = self._groups.batches(self.buckets, self.bucket)

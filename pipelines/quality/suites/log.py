@@ -8,9 +8,6 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from jbod_model import invariants as inv
 from jbod_model.errors import ReplayFault
 from jbod_model.records.entry import new_log_entry
@@ -22,7 +19,7 @@ from pipelines.quality.frames import (
     FrameBuilder,
     make_frame,
 )
-from pipelines.quality.inputs import to_ms
+from pipelines.quality.inputs import column_ints, column_values, to_ms
 
 CHECKS: tuple[Check, ...] = (
     expect_not_in("I10.replica_changes_carry_directories", "log", "log_violations", "invariant", "I10", "I10",
@@ -115,25 +112,11 @@ def _log_rows(b: Build) -> Iterator[_LogRow]:
     for recs in b.tables.records(["origin", "offset", "batch_base_offset", "leader_epoch", "timestamp", "source",
                                   "type", "version", "data", "payload"]):
         if not recs.empty:
-            yield from zip(_values(recs["origin"]), _ints(recs["offset"]), _ints(recs["batch_base_offset"]),
-                           _ints(recs["leader_epoch"]), _ints(to_ms(recs["timestamp"])), _values(recs["source"]),
-                           _values(recs["type"]), _ints(recs["version"]), _values(recs["data"]),
-                           _values(recs["payload"]), strict=True)
-
-
-def _values(column: pd.Series) -> list[Any]:
-    """A column's values, a null as None."""
-    return column.to_numpy(dtype=object, na_value=None).tolist()  # type: ignore[no-any-return]
-
-
-def _ints(column: pd.Series) -> list[int | None]:
-    """An integer column's values as ints (pandas gives a column with nulls as floats), a null as None. A column
-    without a null is converted whole (a million values at 200 k partitions: the offsets, versions, batches, times)."""
-    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # numpy's: no null in it
-        return column.tolist()  # type: ignore[no-any-return]
-    if pd.api.types.is_integer_dtype(column.dtype) and not column.isna().any():  # pandas' nullable Int64
-        return column.to_numpy(dtype="int64").tolist()  # type: ignore[no-any-return]
-    return [None if v is None else int(v) for v in _values(column)]
+            yield from zip(column_values(recs["origin"]), column_ints(recs["offset"]),
+                           column_ints(recs["batch_base_offset"]), column_ints(recs["leader_epoch"]),
+                           column_ints(to_ms(recs["timestamp"])), column_values(recs["source"]),
+                           column_values(recs["type"]), column_ints(recs["version"]), column_values(recs["data"]),
+                           column_values(recs["payload"]), strict=True)
 
 
 #: The frames this suite builds, by name.

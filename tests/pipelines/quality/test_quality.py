@@ -914,9 +914,9 @@ def test_the_log_suites_integer_columns_are_python_ints_and_none_whatever_pandas
     """The log suite reads a million values of each integer column (offsets, batches, versions, times): a column
     without a null is converted whole, the others value by value; either way every value is an ``int`` (the
     entries' offsets and times, and the violations' rows, hold them) or None."""
-    from pipelines.quality.suites.log import _ints
+    from pipelines.quality.inputs import column_ints
 
-    values = _ints(column)
+    values = column_ints(column)
     expected = [int(v) if pd.notna(v) else None for v in column]
     assert values == expected
     assert [type(v) for v in values] == [type(v) for v in expected]
