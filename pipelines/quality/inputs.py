@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -198,21 +197,6 @@ def _sql_literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return str(int(value))
-
-
-def column_values(column: pd.Series) -> list[Any]:
-    """A column's values, a null as None."""
-    return column.to_numpy(dtype=object, na_value=None).tolist()  # type: ignore[no-any-return]
-
-
-def column_ints(column: pd.Series) -> list[int | None]:
-    """An integer column's values as ints (pandas gives a column with nulls as floats), a null as None. A column
-    without a null is converted whole (a million values at 200 k partitions: the offsets, versions, batches, times)."""
-    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # numpy's: no null in it
-        return column.tolist()  # type: ignore[no-any-return]
-    if pd.api.types.is_integer_dtype(column.dtype) and not column.isna().any():  # pandas' nullable Int64
-        return column.to_numpy(dtype="int64").tolist()  # type: ignore[no-any-return]
-    return [None if v is None else int(v) for v in column_values(column)]
 
 
 def to_micros(series: pd.Series) -> pd.Series:

@@ -17,9 +17,11 @@ from pipelines.quality.frames import (
     Build,
     Frame,
     FrameBuilder,
+    column_ints,
+    column_values,
     make_frame,
 )
-from pipelines.quality.inputs import column_ints, column_values, to_ms
+from pipelines.quality.inputs import to_ms
 
 CHECKS: tuple[Check, ...] = (
     expect_not_in("I10.replica_changes_carry_directories", "log", "log_violations", "invariant", "I10", "I10",

@@ -76,7 +76,7 @@ from pipelines.quality import (
     checks_for,
     column_of,
 )
-from pipelines.quality.frames import Build
+from pipelines.quality.frames import Build, column_ints
 from pipelines.quality.suites import READS, frames_apart, frames_as_built
 
 ORDERS = "KfaKMz6vRniukx00uvRwwA"
@@ -914,8 +914,6 @@ def test_the_log_suites_integer_columns_are_python_ints_and_none_whatever_pandas
     """The log suite reads a million values of each integer column (offsets, batches, versions, times): a column
     without a null is converted whole, the others value by value; either way every value is an ``int`` (the
     entries' offsets and times, and the violations' rows, hold them) or None."""
-    from pipelines.quality.inputs import column_ints
-
     values = column_ints(column)
     expected = [int(v) if pd.notna(v) else None for v in column]
     assert values == expected
