@@ -27,7 +27,9 @@ import importlib.machinery
 import os
 import sys
 import zipimport
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pipelines.streaming.sparkhome import PYSPARK_ZIP
 
@@ -70,6 +72,12 @@ def preload() -> None:
             importlib.import_module(name)
         except ImportError:
             continue
+
+
+def warm_up(batches: Iterable[Any]) -> Iterable[Any]:
+    """The task of ``pipelines.streaming.session.warm_workers``' job: its rows as they came. What it is for is where
+    it runs — in a worker this daemon forked, which the stream's first tasks then reuse."""
+    return batches
 
 
 if __name__ == "__main__":

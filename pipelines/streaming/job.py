@@ -47,7 +47,7 @@ from pipelines.lakehouse.tables import (
     read_table,
 )
 from pipelines.streaming.processor import OUTPUT_SCHEMA, batch_rows, output_parts, settle_batch
-from pipelines.streaming.session import DRIVER_LOG, Background, replay_checkpoint, spark_session
+from pipelines.streaming.session import DRIVER_LOG, Background, replay_checkpoint, spark_session, warm_workers
 from pipelines.streaming.source import (
     SOURCE_NAME,
     available_offsets,
@@ -322,6 +322,8 @@ def run_job(inputs: Sequence[str | Path], tables_dir: str | Path, checkpoint_dir
     jvm_log = checkpoint.parent / DRIVER_LOG
     log_start = jvm_log.stat().st_size if jvm_log.exists() else 0  # the log is appended to, run after run
     session = spark or spark_session(master, conf, jvm_log=jvm_log)
+    # The Python workers started on the other core while the stream is planned (its first tasks would start them).
+    warm_workers(session)
     if on_session is not None:
         on_session()
     driver_memory = session.sparkContext.getConf().get("spark.driver.memory", "1g")  # asked while the JVM is up

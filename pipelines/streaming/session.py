@@ -1,5 +1,6 @@
-"""The job's Spark session: the settings its driver's JVM starts with, the session itself (:func:`spark_session`), and
-that JVM started early, while a ``jbod run`` process still imports the job (:func:`start_jvm_for`).
+"""The job's Spark session: the settings its driver's JVM starts with, the session itself (:func:`spark_session`), that
+JVM started early, while a ``jbod run`` process still imports the job (:func:`start_jvm_for`), and the session's Python
+workers started while the driver plans the stream (:func:`warm_workers`).
 
 Light on purpose: pyspark loads only inside the functions, so a command can start the JVM before it imports the job's
 modules (pyspark.sql, pandas, pyarrow, deltalake, the model: about a second) and the two overlap.
@@ -318,3 +319,41 @@ def spark_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
         print(f"kraft-jbod: launched by spark-submit: its master ({spark.sparkContext.master}) and settings are "
               f"used; added where it set none: {', '.join(sorted(settings)) or 'nothing'}", file=sys.stderr)
     return spark
+
+
+#: The job group of :func:`warm_workers`' job (the Spark UI and ``statusTracker`` list it under it).
+WARM_UP_GROUP = "kraft-jbod-warm-up"
+#: The Spark applications (their ids) whose workers :func:`warm_workers` has started in this process.
+_warmed: set[str] = set()
+
+
+def warm_workers(session: SparkSession) -> Background | None:
+    """Start the session's Python worker daemon and a worker per core now, on a thread of its own, with a job of one
+    trivial task per core (:func:`pipelines.streaming.daemon.warm_up`); None when this process already did for the
+    session.
+
+    A stream's first tasks otherwise start them: the daemon imports the job's modules before it forks a worker
+    (``pipelines.streaming.daemon.PRELOAD``, ≈ 0.8 s of a core) — after the driver has planned the stream, which
+    runs pyspark's planning processes one at a time (the data source's creation, its stream reader, the stateful
+    operator's driver runner, the read's partitions: about a core for 4–5 s). Started now, the daemon and its
+    workers are ready on the other core when the stream's first tasks come: Spark keeps one daemon per worker
+    environment, and the data source's reads, the operator and this job share one (``DEFAULT_CONF``), whose idle
+    workers the next tasks reuse. Measured on the 200 k-partition benchmark log (docs/state-design.md,
+    "twenty-second round").
+
+    Its errors are kept, never raised: the stream's own tasks start the workers if this did not, and say what
+    failed."""
+    sc = session.sparkContext
+    app = sc.applicationId
+    if app in _warmed:
+        return None
+    _warmed.add(app)
+    from pipelines.streaming.daemon import warm_up  # noqa: PLC0415 - pyspark's Arrow types come with it
+
+    tasks = max(1, sc.defaultParallelism)
+
+    def run() -> None:
+        sc.setJobGroup(WARM_UP_GROUP, "kraft-jbod: start the Python workers", interruptOnCancel=True)
+        session.range(0, tasks, 1, tasks).mapInArrow(warm_up, "id long").collect()
+
+    return Background(run, "kraft-jbod-warm-workers", daemon=True)

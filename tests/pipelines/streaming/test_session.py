@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from unittest.mock import patch
 
 from pyspark.sql import SparkSession
 
+import pipelines.streaming.job
 import pipelines.streaming.source
 from jbod_model.errors import InputError
 from jbod_model.simulator.churn import ChurnSpec, churn_log
@@ -17,7 +19,7 @@ from jbod_model.simulator.output import write_metadata_dir
 from pipelines.config.profiles import JobConfig
 from pipelines.streaming import session
 from pipelines.streaming.job import run_job
-from pipelines.streaming.session import MALLOC_ARENAS
+from pipelines.streaming.session import MALLOC_ARENAS, WARM_UP_GROUP, warm_workers
 
 
 def test_the_jvm_and_its_python_workers_start_with_few_malloc_arenas(spark: SparkSession) -> None:
@@ -55,6 +57,40 @@ def test_no_python_worker_daemon_of_the_job_runs_with_simplified_tracebacks(spar
             daemons.append([v for v in environment if v.startswith(b"SPARK_SIMPLIFIED_TRACEBACK=")])
     assert daemons, "the run started no worker daemon of the job's"
     assert daemons == [[]] * len(daemons)
+
+
+def test_a_sessions_python_workers_are_started_once_by_a_job_of_a_task_per_core(spark: SparkSession) -> None:
+    """``warm_workers`` runs one job in its group, one task per core, which succeeds: the daemon and a worker per
+    core are up when a stream's first tasks come. A second call (every ``run_job`` makes one) starts nothing: the
+    session's workers are started already — by the call here, or by a run of an earlier test."""
+    started = warm_workers(spark)
+    if started is not None:
+        started.join()
+        assert started.error is None
+    assert warm_workers(spark) is None
+    tracker = spark.sparkContext.statusTracker()
+    # An earlier test's run may have ended before its warm-up did (a bad input refused at once): wait for it.
+    deadline = time.monotonic() + 120
+    while True:
+        jobs = tracker.getJobIdsForGroup(WARM_UP_GROUP)
+        job = tracker.getJobInfo(jobs[0]) if len(jobs) == 1 else None
+        if (job is not None and job.status != "RUNNING") or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert len(jobs) == 1
+    assert job is not None and job.status == "SUCCEEDED"
+    stages = [tracker.getStageInfo(s) for s in job.stageIds]
+    assert [(s.numTasks, s.numCompletedTasks) for s in stages if s is not None] == \
+        [(spark.sparkContext.defaultParallelism, spark.sparkContext.defaultParallelism)]
+
+
+def test_a_run_starts_the_workers_of_the_session_it_runs_on(spark: SparkSession, tmp_path: Path) -> None:
+    """``run_job`` asks for its session's workers (``warm_workers``: once a session, so every run may ask)."""
+    asked: list[SparkSession] = []
+    write_metadata_dir(tmp_path / "in" / "node-1", churn_log(ChurnSpec(seed=5, operations=5)), cluster_id="one")
+    with patch.object(pipelines.streaming.job, "warm_workers", side_effect=asked.append):
+        run_job([tmp_path / "in"], tmp_path / "tables", tmp_path / "checkpoint", spark=spark)
+    assert asked == [spark]
 
 
 # A fresh interpreter: this one's JVM runs already, and it has the job's modules loaded.
