@@ -20,6 +20,7 @@ from jbod_model.errors import InputError
 from jbod_model.gaps import with_consequences
 from jbod_model.records.json_codec import dumps_pieces, dumps_without_floats
 from jbod_model.report import DirectoryPaths, build_report
+from jbod_model.slots import gc_paused
 from jbod_model.storage.log_reader import ReadPolicy
 from jbod_model.stream import StreamEntry
 from pipelines.cli import shared
@@ -186,8 +187,13 @@ def register(app: typer.Typer) -> None:
                 # The document holds no float (offsets, times, counts, names), for which orjson writes what json
                 # writes, several times faster: 24 MB at 20 k partitions. Written in pieces, never encoded whole
                 # (2.3 GB at 2 M partitions, held as orjson's bytes and as the str: docs/performance.md).
-                for piece in dumps_pieces(doc):
-                    _print_text(piece, end="")
+                # The collector stays paused while the pieces are made and written: a slice's rows are acyclic and
+                # gone once written, and with the collector back between two slices its collections walked the rows
+                # still held and, now and then, the report the slices are made from (0.3–0.5 s of the 200 k report's
+                # 2.6–3.6 s of JSON, docs/performance.md "The report's JSON written with the collector paused").
+                with gc_paused():
+                    for piece in dumps_pieces(doc):
+                        _print_text(piece, end="")
                 sys.stdout.write("\n")
             else:
                 render_terminal(result, shared.console(), shared.table)

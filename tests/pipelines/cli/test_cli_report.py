@@ -3,19 +3,23 @@ docs/report-json.md, and a self-contained HTML file with its two plots."""
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
 from cli_support import command_app
 from typer.testing import CliRunner
 
+import pipelines.cli.report as report_cli
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.json_codec import dumps
+from jbod_model.records.json_codec import dumps, dumps_pieces
 from jbod_model.records.metadata import (
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
@@ -107,6 +111,27 @@ def test_json_shape(mnt: Path) -> None:
     assert doc["offlineSeries"][-1] == {"offset": 32, "timestamp": None, "offlineReplicas": 3,
                                         "leaderlessPartitions": 0, "failedDirectories": 1}
     assert doc["inventory"]["matched"] == 6 and doc["inventory"]["unmapped"] == []
+
+
+def test_the_json_is_written_with_the_collector_paused_and_it_runs_again_after(
+        mnt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every piece of the document is made and written with the cyclic collector off (a collection between two
+    slices walked the rows they hold), and the collector is back on once the document is out; the text is the same
+    either way."""
+    seen: list[bool] = []
+
+    def pieces(doc: dict[str, Any]) -> Iterator[str]:
+        for piece in dumps_pieces(doc):
+            seen.append(gc.isenabled())
+            yield piece
+
+    monkeypatch.setattr(report_cli, "dumps_pieces", pieces)
+    assert gc.isenabled()
+    result = runner.invoke(make_app(), ["report", str(DEMO), "--dirs", str(mnt), "--json"])
+    assert result.exit_code == 0, result.output
+    assert seen and not any(seen)
+    assert gc.isenabled()
+    assert result.stdout.rstrip("\n") == dumps(json.loads(result.stdout))
 
 
 def test_html_is_self_contained_with_two_plots_and_the_tables(mnt: Path, tmp_path: Path) -> None:
