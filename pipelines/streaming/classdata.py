@@ -13,9 +13,10 @@ archive once it is complete: the JVM writes an archive's header — its magic nu
 so a dump cut short (kill -9) has none and is removed, never mapped (a truncated archive with a header crashes the
 JVM). While a dump is pending, other sessions run without an archive rather than dump again.
 
-An archive is only valid for the JVM, the classpath and the options it was made with: the file's name is a hash of
-the java binary, Spark's jars and the driver's options, so a changed install gets a new archive and a stale one is
-never offered. The JVM's own messages about archives are off: one it still refuses costs the speed, nothing else.
+An archive is only valid for the JVM, its base archive, the classpath and the options it was made with: the file's
+name is a hash of the java binary, the JDK's own base archives, Spark's jars and the driver's options, so a changed
+install gets a new archive and a stale one is never offered. The JVM's own messages about archives are off: one it
+still refuses costs the speed, nothing else.
 An operator's own ``-Xshare`` or archive options win (nothing is added), and the cache can be moved with
 ``$KRAFT_JBOD_CACHE_DIR`` (default ``~/.cache/kraft-jbod``; archives are ``jvm/*.jsa``, 140–170 MB each).
 """
@@ -69,11 +70,19 @@ def java_binary() -> Path | None:
     return Path(found).resolve()
 
 
+def base_archives(java: Path) -> list[Path]:
+    """The JDK's own class-data archives beside ``java`` (``lib/server/classes*.jsa``): the base a dynamic archive
+    is made on top of. ``java -Xshare:dump`` writes them again (a JDK package's install does), and a dynamic archive
+    made on an earlier base is then refused — silently, the JVM's archive messages being off."""
+    return sorted((java.parent.parent / "lib" / "server").glob("classes*.jsa"))
+
+
 def archive_key(java: Path, jars: Path, options: str, memory: str) -> str:
     """A name for the archive of this JVM, classpath, options and heap size (past 32 GB the JVM's object layout
-    changes): what the JVM checks an archive against."""
+    changes), and the JDK's base archives it is made on (:func:`base_archives`): what the JVM checks an archive
+    against."""
     digest = hashlib.sha256()
-    for path in (java, *sorted(jars.iterdir())):
+    for path in (java, *base_archives(java), *sorted(jars.iterdir())):
         stat = path.stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     digest.update(f"{options}\0{memory}".encode())

@@ -18,6 +18,7 @@ from pipelines.streaming.classdata import (
     UNUSED_SECONDS,
     archive_key,
     archive_options,
+    base_archives,
     cache_dir,
     java_binary,
     release,
@@ -157,6 +158,23 @@ def test_the_archive_is_named_by_the_java_the_jars_and_the_options(install: tupl
     assert archive_key(java, jars, OPTIONS, "48g") != key
     (jars / "delta.jar").write_bytes(b"delta")
     assert archive_key(java, jars, OPTIONS, "3g") != key
+
+
+def test_the_archive_is_named_by_the_jdks_base_archive_too(install: tuple[Path, Path]) -> None:
+    """A dynamic archive is made on the JDK's own base archive (``lib/server/classes.jsa``), which ``java
+    -Xshare:dump`` writes again: one made on the earlier base is refused, so the new base gets an archive of its
+    own."""
+    java, jars = install
+    server = java.parent.parent / "lib" / "server"
+    server.mkdir(parents=True)
+    base = server / "classes.jsa"
+    base.write_bytes(b"base")
+    assert base_archives(java) == [base]
+    key = archive_key(java, jars, OPTIONS, "3g")
+    base.write_bytes(b"base, dumped again")
+    assert archive_key(java, jars, OPTIONS, "3g") != key
+    (server / "libjvm.so").write_bytes(b"the JVM's library is not an archive")
+    assert base_archives(java) == [base]
 
 
 def test_an_operators_own_class_data_options_win_and_no_cache_means_no_archive(
