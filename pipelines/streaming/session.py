@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.config.profiles import JobConfig
 from pipelines.streaming.classdata import archive_options, cache_dir, release
+from pipelines.streaming.daemon import warm_up
 from pipelines.streaming.sparkhome import use_python_home
 
 if TYPE_CHECKING:
@@ -341,15 +342,13 @@ def warm_workers(session: SparkSession) -> Background | None:
     workers the next tasks reuse. Measured on the 200 k-partition benchmark log (docs/state-design.md,
     "twenty-second round").
 
-    Its errors are kept, never raised: the stream's own tasks start the workers if this did not, and say what
-    failed."""
+    Its errors are kept on the handle returned (``Background.error``), never raised: the stream's own tasks start
+    the workers if this did not, and say what failed."""
     sc = session.sparkContext
     app = sc.applicationId
     if app in _warmed:
         return None
     _warmed.add(app)
-    from pipelines.streaming.daemon import warm_up  # noqa: PLC0415 - pyspark's Arrow types come with it
-
     tasks = max(1, sc.defaultParallelism)
 
     def run() -> None:
