@@ -8,18 +8,21 @@ partitions that are not there, epochs that skip, directories that are offline, t
 I16 through a tracker must find what I16 scanning the whole image finds, batch after batch, in the same order.
 
 A tracker that replays a batch itself hands the step checks what its replay made of each PartitionChangeRecord
-instead of letting the recording merge them again; it must find what the recording alone finds."""
+instead of letting the recording merge them again; it must find what the recording alone finds — also when that
+replay's merge skips epochs, which I19 then reads from the trace alone (``_epochs_step_by_one``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from unittest.mock import patch
 
 from hypothesis import given
 from hypothesis import strategies as st
 from test_replay_properties import SETTINGS, Stream, valid_streams
 
 from jbod_model.errors import ReplayFault
-from jbod_model.image import EMPTY_IMAGE, MetadataImage
+from jbod_model.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration
 from jbod_model.invariants import INVARIANTS, InvariantTracker, Violation, check_step
 from jbod_model.metadata_version import FEATURE_NAME
 from jbod_model.records.entry import LogEntry
@@ -175,6 +178,33 @@ def test_the_step_checks_read_the_trackers_replay_as_the_recording_would(stream:
         committed = TransactionBuffer().settle_all(batch, None)
         alone = InvariantTracker(before, **options)  # type: ignore[arg-type]
         assert alone.observe_batch(committed, tracker.image) == found, f"batch {batch[0].offset}"
+
+
+@SETTINGS
+@given(stream=valid_streams(), data=st.data(), every=st.integers(1, 3),
+       field=st.sampled_from(["partition_epoch", "leader_epoch"]))
+def test_the_trackers_step_checks_find_the_epochs_its_replay_skipped_as_the_recording_would(
+        stream: Stream, data: st.DataObject, every: int, field: str) -> None:
+    # I19 on a batch the tracker replayed reads the replay's trace, and passes over the batch when each change there
+    # moved its epochs by one step (_epochs_step_by_one). A merge that skips an epoch on some partitions (a bug I19
+    # exists to catch) must be found there as the recording, merging again with the same merge, finds it.
+    merge = PartitionRegistration.merge
+
+    def skipping(part: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:
+        new = merge(part, record)
+        return replace(new, **{field: getattr(new, field) + 1}) if record.partition_id % every == 0 else new
+
+    with patch.object(PartitionRegistration, "merge", skipping):
+        for before, batch, _ in broken_batches(stream, data):
+            options = {"image_checks": False, "history_checks": False}
+            tracker = InvariantTracker(before, **options)  # type: ignore[arg-type]
+            try:
+                found = tracker.feed_batch(batch)
+            except ReplayFault:
+                continue
+            committed = TransactionBuffer().settle_all(batch, None)
+            alone = InvariantTracker(before, **options)  # type: ignore[arg-type]
+            assert alone.observe_batch(committed, tracker.image) == found, f"batch {batch[0].offset}"
 
 
 @SETTINGS

@@ -520,6 +520,21 @@ class TestI16DirectoryFailureHandledInItsBatch:
         # R5.5: every directory reported offline gives an empty LogDirs, which replays as "no change".
         assert fired_all(base(), pcr(isr=(2, 3), leader=2), brcr(1)) == set()
 
+    def test_a_tracker_follows_replicas_moved_between_directories_by_directories_alone(self) -> None:
+        # The tracker's index of (broker, directory) -> partitions must follow a batch that only moves a replica to
+        # another directory (AssignReplicasToDirs: a change with Directories and nothing else: no creation,
+        # reassignment or removal in it), and pass over a batch of leader and ISR changes.
+        dx = Uuid(99, 1)
+        img = replay_records([fl(21), rbr(1, D1, D1B, dx), rbr(2, D2), rbr(3, D3), brcr(1, fenced=-1),
+                              brcr(2, fenced=-1), brcr(3, fenced=-1), TopicRecord(name="foo", topic_id=T1),
+                              prec([1, 2, 3], [D1, D2, D3])])
+        tracker = InvariantTracker(img, image_checks=False, history_checks=False, step_names=["I16"])
+        assert tracker.feed_batch(entries(brcr(1, D1, D1B), first=100)) == []  # builds the index: dx held nothing
+        assert tracker.feed_batch(entries(pcr(directories=(D1B, D2, D3)), first=101)) == []
+        assert tracker.feed_batch(entries(pcr(isr=(1, 2, 3)), first=102)) == []
+        vs = tracker.feed_batch(entries(brcr(1, D1), first=103))
+        assert [(v.invariant, v.broker_id, v.directory, v.offset) for v in vs] == [("I16", 1, D1B, 103)]
+
 
 class TestI17AssignmentIntoAnOfflineDirectory:
     def failed(self) -> MetadataImage:
@@ -571,6 +586,23 @@ class TestI19Epochs:
             0: replace(part, partition_epoch=part.partition_epoch + 1)})}, by_name={"foo": T1}))
         vs = check_step(before, batch, bad)
         assert [(v.invariant, v.partition_id) for v in vs] == [("I19", 0)]
+
+    @pytest.mark.parametrize("field", ["partition_epoch", "leader_epoch"])
+    def test_a_replay_skipping_an_epoch_is_found_by_the_tracker_that_replayed_it(
+            self, monkeypatch: pytest.MonkeyPatch, field: str) -> None:
+        # The tracker checks a batch against its own replay (the trace): I19 there guards the replay's merge. A
+        # merge that moves an epoch by two on a leader change must still be reported, batch of leader moves or not.
+        merge = PartitionRegistration.merge
+
+        def skipping(part: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:
+            new = merge(part, record)
+            return replace(new, **{field: getattr(new, field) + 1}) if record.leader == 2 else new
+
+        monkeypatch.setattr(PartitionRegistration, "merge", skipping)
+        tracker = InvariantTracker(base(), image_checks=False, history_checks=False, step_names=["I19"])
+        assert tracker.feed_batch(entries(pcr(isr=(1, 2, 3)), pcr(leader=1))) == []
+        vs = tracker.feed_batch(entries(pcr(isr=(1, 2)), pcr(leader=2), pcr(isr=(2, 3)), first=200))
+        assert [(v.invariant, v.partition_id, v.offset) for v in vs] == [("I19", 0, 202)]
 
     def test_new_incarnation_with_a_lower_epoch(self) -> None:
         vs = step(base(), brcr(1, fenced=1), rbr(1, D1, fenced=True, epoch=50, incarnation=Uuid(8, 1)))
