@@ -457,7 +457,7 @@ class _Kinds:
     """What one batch holds that the step checks' early exits ask about, found in one pass. Each check used to walk
     the whole batch to learn it acts on nothing there: at 200 k partitions most records are the thousands of
     leader moves of a broker's fencing batch, which carry neither Replicas nor Directories, and four of the log
-    suite's five checks walked each of them for nothing (docs/data-quality.md, "The step checks' early exits")."""
+    suite's five checks walked each of them for nothing (docs/data-quality.md, "fourteenth round")."""
 
     __slots__ = ("directories_listed", "directories_set", "replicas_set", "types")
 
