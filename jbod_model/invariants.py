@@ -1666,10 +1666,10 @@ class InvariantTracker:
             record = entry.record
             try:
                 if trace is not None and isinstance(record, PartitionChangeRecord):
+                    done = delta.replay_change(record, entry.offset)
                     # Without a skipped range, replay merges the change or raises: nothing is left out.
-                    prev = delta.partition(record.topic_id, record.partition_id)
-                    delta.replay(record, entry.offset)
-                    trace[j] = (prev, delta.partition(record.topic_id, record.partition_id))
+                    assert done is not None
+                    trace[j] = done
                 else:
                     delta.replay(record, entry.offset)
             except ReplayFault as fault:

@@ -206,18 +206,38 @@ class MetadataDelta:
         if offset is not None:
             self._last_offset = offset
 
+    def replay_change(self, record: PartitionChangeRecord, offset: int | None = None,
+                      ) -> tuple[PartitionRegistration, PartitionRegistration] | None:
+        """:meth:`replay` of a PartitionChangeRecord that also says what it did: its partition before and after,
+        found by the one lookup the replay makes (asking :meth:`partition` before and after :meth:`replay` took two
+        more, a tenth of the log suite's tracker at 200 k partitions). None when the record was left out, as a
+        consequence of a skipped range (:meth:`replay`)."""
+        try:
+            done = self._replay_change(record)
+        except ReplayFault as fault:
+            located = fault.located(offset=offset)
+            if not absorb_gap_consequence(located):
+                raise located from None
+            done = None
+        if offset is not None:
+            self._last_offset = offset
+        return done
+
+    def _replay_change(self, record: PartitionChangeRecord) -> tuple[PartitionRegistration, PartitionRegistration]:
+        change = self._topic(record.topic_id)
+        if change is None:
+            raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
+        prev = change.get(record.partition_id)
+        if prev is None:
+            raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}", record=record)
+        new = change.changed[record.partition_id] = prev.merge(record)
+        return prev, new
+
     def _replay(self, record: Record) -> None:
         # The cases are tried in order: the record types that make up almost all of a log come first.
         match record:
             case PartitionChangeRecord():
-                change = self._topic(record.topic_id)
-                if change is None:
-                    raise ReplayFault(f"Can't find topic with ID {record.topic_id}", record=record)
-                prev = change.get(record.partition_id)
-                if prev is None:
-                    raise ReplayFault(f"Unable to find partition {record.topic_id}:{record.partition_id}",
-                                      record=record)
-                change.changed[record.partition_id] = prev.merge(record)
+                self._replay_change(record)
             case PartitionRecord():
                 change = self._topic(record.topic_id)
                 if change is None:

@@ -614,6 +614,25 @@ class TestTopicsConfigsFeatures:
 
 
 class TestDeltaBookkeeping:
+    def test_replay_change_is_replay_telling_the_partition_before_and_after(self) -> None:
+        image = replay_records(cluster(part([1, 2], [D1, D2])))
+        told, plain = MetadataDelta(image), MetadataDelta(image)
+        for offset, record in enumerate((pcr(leader=2), pcr(isr=(2,)), pcr(leader=1, isr=(1, 2))), start=10):
+            before = told.partition(T1, 0)
+            done = told.replay_change(record, offset)
+            plain.replay(record, offset)
+            assert done == (before, told.partition(T1, 0)) and done[0] is before and done[1] is told.partition(T1, 0)
+        assert told.apply() == plain.apply()
+        # A change replay refuses is refused alike, with its offset; one a skipped range explains is left out.
+        with pytest.raises(ReplayFault) as refused:
+            MetadataDelta(image).replay_change(pcr(pid=5, leader=2), 20)
+        assert refused.value.offset == 20
+        gaps = GapConsequences(lambda: "the skipped range (offset 3)")
+        with gaps.active():
+            delta = MetadataDelta(image)
+            assert delta.replay_change(pcr(pid=5, leader=2), 21) is None
+        assert delta.apply() == replace(image, last_offset=21)
+
     def test_applied_image_does_not_change_when_the_delta_goes_on(self) -> None:
         delta = MetadataDelta(replay_records(cluster(part([1, 2], [D1, D2]))))
         delta.replay(pcr(leader=2), 10)
