@@ -453,6 +453,7 @@ def fault_invariant(message: str) -> str | None:
 #: partition before the record, and what the record made of it (None: no partition, or replay refused the change).
 _PartitionTrace = Mapping[int, tuple[PartitionRegistration | None, PartitionRegistration | None]]
 
+
 class _Kinds:
     """What one batch holds that the step checks' early exits ask about, found in one pass. Each check used to walk
     the whole batch to learn it acts on nothing there: at 200 k partitions most records are the thousands of
