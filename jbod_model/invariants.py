@@ -484,16 +484,16 @@ class _Kinds:
         return any(issubclass(t, types) for t in self.types)
 
 
+def _recording_of(entries: Entries) -> _Recording | None:
+    """The recording :func:`check_step` shares while it runs the checks on ``entries`` (None: a check called alone)."""
+    shared = _SHARED.get()
+    return shared[2] if shared is not None and shared[1] is entries else None
+
+
 def _kinds(entries: Entries) -> _Kinds:
-    """The kinds of ``entries``: the shared recording's when :func:`check_step` runs the checks, else found now."""
-    shared = _SHARED.get()
-    return shared[2].kinds if shared is not None and shared[1] is entries else _Kinds(entries)
-
-
-def _trace_of(entries: Entries) -> _PartitionTrace | None:
-    """The replay's trace of ``entries`` (:class:`_Recording`), when the tracker that replayed them runs the checks."""
-    shared = _SHARED.get()
-    return shared[2].trace if shared is not None and shared[1] is entries else None
+    """The kinds of ``entries``: the shared recording's, else found now."""
+    recording = _recording_of(entries)
+    return recording.kinds if recording is not None else _Kinds(entries)
 
 
 #: The records whose effect a :data:`_PartitionTrace` holds, or that only change partitions: a traced recording
@@ -849,7 +849,7 @@ def _p_i18(image: MetadataImage, tid: Uuid, pid: int, part: PartitionRegistratio
 
 
 def _check_i1_step(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
-    if not _has(entries, PartitionRecord, PartitionChangeRecord):
+    if not _kinds(entries).has(PartitionRecord, PartitionChangeRecord):
         return []
     out = []
     for entry, walk in _walk(before, entries):
@@ -873,7 +873,7 @@ def _check_i1_step(before: MetadataImage, entries: Entries, after: MetadataImage
 def _check_i3(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
     relevant = (RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionRecord, PartitionChangeRecord,
                 FeatureLevelRecord)
-    if not _has(entries, *relevant):
+    if not _kinds(entries).has(*relevant):
         return []
     out = []
     for entry, walk in _walk(before, entries):
@@ -914,8 +914,8 @@ def _directory_state_below_gate(image: MetadataImage, offset: int) -> list[Viola
 
 
 def _check_i7(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
-    if not _has(entries, BrokerRegistrationChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord,
-                UnregisterBrokerRecord):
+    if not _kinds(entries).has(BrokerRegistrationChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord,
+                               UnregisterBrokerRecord):
         return []
     out = []
     for entry, walk in _walk(before, entries):
@@ -935,7 +935,7 @@ def _check_i7(before: MetadataImage, entries: Entries, after: MetadataImage) -> 
 
 
 def _check_i8(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
-    if not _has(entries, BrokerRegistrationChangeRecord):
+    if not _kinds(entries).directories_listed:  # only a listed LogDirs can grow
         return []
     out = []
     for entry, walk in _walk(before, entries):
@@ -956,7 +956,7 @@ def _check_i8(before: MetadataImage, entries: Entries, after: MetadataImage) -> 
 
 
 def _check_i9(before: MetadataImage, entries: Entries, after: MetadataImage) -> list[Violation]:
-    if not _has(entries, RegisterBrokerRecord):
+    if not _kinds(entries).has(RegisterBrokerRecord):
         return []
     out = []
     for entry, walk in _walk(before, entries):
@@ -1226,7 +1226,8 @@ def _check_i19(before: MetadataImage, entries: Entries, after: MetadataImage) ->
     kinds = _kinds(entries)
     if not kinds.has(PartitionChangeRecord, RegisterBrokerRecord):
         return []
-    trace = _trace_of(entries)
+    recording = _recording_of(entries)
+    trace = None if recording is None else recording.trace  # set when the tracker that replayed the batch checks it
     if trace is not None and not kinds.has(RegisterBrokerRecord) and _epochs_step_by_one(entries, trace):
         return []
     out = []

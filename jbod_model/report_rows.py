@@ -339,13 +339,12 @@ def offline_series(seed: SeriesPoint | None, batches: Sequence[ObservedBatch], o
     incidents, :meth:`~jbod_model.report.SparseIncidentTracker.run`'s). A point per batch whose counts changed,
     dated by the batch's end and first time, thinned as the tracker thins it."""
     series = [] if seed is None else [seed]
-    # The last point's counts: add_series_point keeps no point whose counts are its last point's, so a batch whose
-    # counts did not change is passed over before its point is made — most batches of a long log (each NoOpRecord's
-    # batch among them: a fleet's 20 k-partition cluster observes some 140 k batches, a few thousand change a count).
-    last = None if seed is None else (seed.offline_replicas, seed.leaderless_partitions, seed.failed_directories)
     for batch, o, ldr, f in zip(batches, offline, leaderless, failed, strict=True):
-        if (o, ldr, f) != last:
-            series = add_series_point(series, SeriesPoint(LogPosition(batch.end, batch.first_ts), o, ldr, f),
-                                      max_points)
-            last = (o, ldr, f)
+        # add_series_point keeps no point whose counts are the last point's: such a batch is passed over before its
+        # point is made — most batches of a long log (each NoOpRecord's batch among them: a fleet's 20 k-partition
+        # cluster observes some 140 k batches, a few thousand change a count).
+        if series and (o, ldr, f) == (series[-1].offline_replicas, series[-1].leaderless_partitions,
+                                       series[-1].failed_directories):
+            continue
+        series = add_series_point(series, SeriesPoint(LogPosition(batch.end, batch.first_ts), o, ldr, f), max_points)
     return tuple(series)
