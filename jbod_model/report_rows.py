@@ -25,13 +25,19 @@ from dataclasses import dataclass
 from jbod_model.errors import InputError
 from jbod_model.invariants import PLACEHOLDERS
 from jbod_model.metadata_version import MetadataVersion
-from jbod_model.records.metadata import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
+from jbod_model.records.metadata import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    NoOpRecord,
+)
 from jbod_model.report import LogPosition, PartitionKey, ReplicaKey, SeriesPoint, add_series_point
 from jbod_model.uuid import Uuid
 
 _BEGIN, _END, _ABORT = (BeginTransactionRecord.TYPE_NAME, EndTransactionRecord.TYPE_NAME,
                         AbortTransactionRecord.TYPE_NAME)
 _MARKERS = frozenset((_BEGIN, _END, _ABORT))
+_NO_OP = NoOpRecord.TYPE_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +85,8 @@ class ObservedBatch:
 
 
 def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps: Sequence[int | None],
-                     types: Sequence[str], applied: Sequence[int | None] | None = None) -> list[ObservedBatch]:
+                     types: Sequence[str], applied: Sequence[int | None] | None = None, *,
+                     changes_only: bool = False) -> list[ObservedBatch]:
     """The batches a :class:`~jbod_model.report.BatchFeed` observes, in log order, from the ``records`` table's
     columns (the records' offsets, batch base offsets, batch times in ms, ``TYPE_NAME``s; offset order). Batches
     are grouped as ``BatchFeed.feed`` groups them (by batch base offset; a row without one is a batch of its own)
@@ -91,6 +98,16 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
     policy ``skip`` a transaction a skipped range interrupted (``TransactionBuffer.interrupt``), its Begin included,
     is such rows, and the records after the range are the feed's outside any transaction — as are an aborted
     transaction's, whose Abort then commits alone, as it does anyway.
+
+    ``changes_only`` leaves out the *idle* batches — those that commit NoOpRecords alone — where a report's history
+    cannot differ from a replay that observes them: replaying a NoOp changes no state, so every count, incident,
+    clock and follow-up a tracker keeps reads at an idle batch's end what it read at the batch before, and whatever
+    a tracker dates "at the first batch end where …" is dated by a batch with a record that made it so. Three idle
+    batches still count and are kept: the first (a tracker starting from the empty image adds its series' first
+    point there, whatever the counts), the last (the history's ``until``) and the last with a time (its time is the
+    history's latest one when no batch after it has a time). A controller writes a NoOp batch every half second
+    or so (``metadata.max.idle.interval.ms``): most batches of a long log are idle, and a report walks its batches
+    several times over.
 
     One pass keeping, per batch, only its last committed offset and two times (a log has millions of rows)."""
     out: list[ObservedBatch] = []
@@ -104,18 +121,34 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
     in_txn = False
     txn_first: int | None = None
     txn_last: int | None = None
+    # The buffered batch committed a record other than a NoOp; under changes_only, the idle batches held back since
+    # the last kept batch (the latest) and since the last kept batch with a time (the latest with one).
+    busy = not changes_only
+    idle_last: tuple[int, int | None, int | None] | None = None
+    idle_timed: tuple[int, int | None, int | None] | None = None
     rows: Iterable[tuple[int, int | None, int | None, str]] = zip(offsets, bases, stamps, types, strict=True)
     if applied is not None:
         rows = (row for row, at in zip(rows, applied, strict=True) if at is not None)
     for offset, row_base, ts, kind in rows:
         if started and (row_base is None or base is None or row_base != base):
             if committed:
-                out.append(ObservedBatch(last_offset, first_ts, last_ts))
+                if busy or not out:
+                    out.append(ObservedBatch(last_offset, first_ts, last_ts))
+                    idle_last = None
+                    if first_ts is not None:
+                        idle_timed = None
+                else:
+                    idle_last = (last_offset, first_ts, last_ts)
+                    if first_ts is not None:
+                        idle_timed = idle_last
             committed, first_ts, last_ts = False, None, None
+            busy = not changes_only
         base, started = row_base, True
         if not in_txn and kind != _BEGIN:
             # A record outside a transaction (an End or Abort outside one is a replay fault the job stops before).
             committed, last_offset = True, offset
+            if kind != _NO_OP:
+                busy = True
             if ts is not None:
                 last_ts = ts
                 if first_ts is None:
@@ -129,7 +162,7 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
                     first_ts = txn_first
                 if txn_last is not None:
                     last_ts = txn_last
-            committed, last_offset, in_txn = True, offset, False
+            committed, last_offset, in_txn, busy = True, offset, False, True
             if ts is not None:
                 last_ts = ts
                 if first_ts is None:
@@ -139,7 +172,15 @@ def observed_batches(offsets: Sequence[int], bases: Sequence[int | None], stamps
             if txn_first is None:
                 txn_first = ts
     if committed:
+        # The last batch is kept, idle or not.
         out.append(ObservedBatch(last_offset, first_ts, last_ts))
+        if first_ts is not None:
+            idle_timed = None
+    elif idle_last is not None:
+        out.append(ObservedBatch(*idle_last))
+    if idle_timed is not None and idle_timed[0] < out[-1].end:
+        # No kept batch after it has a time: it goes among those after it, in offset order.
+        bisect.insort(out, ObservedBatch(*idle_timed), key=lambda b: b.end)
     return out
 
 

@@ -782,7 +782,9 @@ def offline_curve(tables: Path, cluster: str, upto: int | None = None) -> tuple[
 @dataclass(frozen=True, slots=True)
 class Observed:
     """The batches a replay of the ``records`` table observes as of an offset: the position of the snapshot it
-    starts from (None: the log's start) and each batch after it (:func:`jbod_model.report_rows.observed_batches`)."""
+    starts from (None: the log's start) and each batch after it where a report's history can change — the idle
+    batches, NoOps alone, left out but for the few that date it (:func:`jbod_model.report_rows.observed_batches`
+    with ``changes_only``)."""
 
     snapshot: int | None
     batches: list[ObservedBatch]
@@ -799,7 +801,8 @@ class Observed:
 
 def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -> Observed:
     """The batches a replay of the cluster's ``records`` table from the latest snapshot by ``as_of_offset`` (None:
-    the latest) observes, from the records' offsets, batches, times and types alone (no ``data`` read)."""
+    the latest) observes, from the records' offsets, batches, times and types alone (no ``data`` read); of the idle
+    ones only those a report's history is dated by (:class:`Observed`)."""
     from pipelines.lakehouse.tables import log_positions  # noqa: PLC0415 - pyarrow/deltalake
 
     snapshot, positions = log_positions(tables, cluster, as_of_offset)
@@ -813,7 +816,8 @@ def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -
     types = _shared_texts(positions.column("type"))
     # Most logs have no row that never took effect (an aborted or interrupted transaction's): then none is looked at.
     observed = Observed(snapshot, observed_batches(offsets, bases, stamps, types,
-                                                   applied.to_pylist() if applied.null_count else None))
+                                                   applied.to_pylist() if applied.null_count else None,
+                                                   changes_only=True))
     del offsets, bases, stamps, types
     del positions
     _release_arrow()

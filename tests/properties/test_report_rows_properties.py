@@ -22,9 +22,10 @@ from test_replay_properties import SETTINGS, Stream, valid_streams
 
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import NoOpRecord
 from jbod_model.replay import replay_entries
 from jbod_model.report import BatchFeed, LogPosition, ReportTracker
-from jbod_model.report_rows import batch_ends
+from jbod_model.report_rows import batch_ends, observed_batches
 from pipelines.report.load import history_from_tables, load_from_tables
 
 START_MS = 1_700_000_000_000
@@ -37,6 +38,8 @@ class _Positions(BatchFeed):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[LogPosition] = []
+        #: Of each batch, whether it committed NoOps alone.
+        self.idle: list[bool] = []
         self._image = EMPTY_IMAGE
 
     @property
@@ -47,17 +50,31 @@ class _Positions(BatchFeed):
         self._image = image_after
         ts = next((e.timestamp for e in reversed(entries) if e.timestamp is not None), None)
         self.seen.append(LogPosition(entries[-1].offset, ts))
+        self.idle.append(all(isinstance(e.record, NoOpRecord) for e in entries))
 
 
 @st.composite
-def logs(draw: st.DrawFn) -> list[LogEntry]:
+def logs(draw: st.DrawFn, idle: bool = False) -> list[LogEntry]:
     """A generated stream as a log: its operations' batches merged, kept or split at random (a log batch may end
-    inside a transaction), some entries without a batch (a JSONL input's records), times that may be missing."""
+    inside a transaction), some entries without a batch (a JSONL input's records), times that may be missing.
+    ``idle``: with batches of NoOps alone between operations, first and last included (a real log is mostly those),
+    with or without a time; the next operation's records may join one."""
     stream: Stream = draw(valid_streams())
     out: list[LogEntry] = []
     offset = 0
     base: int | None = 0
+
+    def noops() -> None:
+        nonlocal offset, base
+        base = offset
+        ts = None if draw(st.booleans()) else START_MS + 1000 * offset
+        for _ in range(draw(st.integers(1, 2))):
+            out.append(LogEntry(offset=offset, record=NoOpRecord(), batch_base_offset=base, timestamp=ts))
+            offset += 1
+
     for batch in stream.batches:
+        if idle and draw(st.integers(0, 2)) == 0:
+            noops()
         if draw(st.booleans()):
             base = offset  # a new log batch; else this operation's records join the previous one
         unbatched = draw(st.integers(0, 9)) == 0
@@ -69,6 +86,8 @@ def logs(draw: st.DrawFn) -> list[LogEntry]:
             out.append(LogEntry(offset=offset, record=record, batch_base_offset=None if unbatched else base,
                                 timestamp=ts))
             offset += 1
+    if idle and draw(st.booleans()):
+        noops()
     return out
 
 
@@ -85,8 +104,23 @@ def test_batch_ends_are_where_a_feed_observes_batches(log: list[LogEntry]) -> No
     assert batch_ends(*_columns(log)) == feed.seen
 
 
+@SETTINGS
+@given(log=logs(idle=True))
+def test_the_batches_a_report_observes_leave_out_the_idle_ones_it_is_not_dated_by(log: list[LogEntry]) -> None:
+    """``changes_only``: every batch a feed observes but those that commit NoOps alone, except the first, the last
+    and the last with a time (what a report's history is dated by)."""
+    feed = _Positions()
+    feed.feed_all(log)
+    every = observed_batches(*_columns(log))
+    assert [b.end for b in every] == [p.offset for p in feed.seen]
+    timed = [i for i, b in enumerate(every) if b.first_ts is not None]
+    dated = {0, len(every) - 1, *timed[-1:]}
+    want = [b for i, b in enumerate(every) if not feed.idle[i] or i in dated]
+    assert observed_batches(*_columns(log), changes_only=True) == want
+
+
 @settings(SETTINGS, max_examples=30)  # each example writes a lakehouse (~1 s)
-@given(data=st.data(), log=logs())
+@given(data=st.data(), log=st.one_of(logs(), logs(idle=True)))
 def test_report_history_from_the_tables_equals_the_replay(data: st.DataObject, log: list[LogEntry]) -> None:
     # Sometimes the job starts at a snapshot (the log before it deleted), taken between transactions.
     cut = data.draw(st.sampled_from([0, *_outside_transactions(log)]))
