@@ -21,6 +21,7 @@ and ``jbod image`` load the same way.
 from __future__ import annotations
 
 import bisect
+import ctypes
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -183,6 +184,7 @@ def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_inc
     # The versions go before the offline intervals are read and the image is built: at 200 k partitions each of
     # the three is hundreds of MB (nothing else holds them).
     del partitions
+    _release_arrow()  # before the next read, which would otherwise grow on top of what glibc kept of them
     offline = counts_at(ends, *offline_spans(tables, cid, upto))
     series = offline_series(seed[0] if seed else None, observed.batches, offline, leaderless, failed,
                             max_series_points)
@@ -618,10 +620,26 @@ def _by_group(groups: Any, values: Any) -> Any:
 def _release_arrow() -> None:
     """Hand the memory Arrow freed back to the system. Its allocator (mimalloc) keeps what a read's intermediate
     tables freed (the scan, the sort's copy, the filter's) for reuse: at 200 k partitions 300-550 MB of resident
-    memory after each of the history tables, which then stayed beside the tracker and the image."""
+    memory after each of the history tables, which then stayed beside the tracker and the image. The C heap
+    (numpy's arrays, Python's larger objects) is trimmed too where the C library can (glibc's ``malloc_trim``):
+    with the partitions' versions freed, glibc kept about 100 MB of them at 200 k partitions, resident through the
+    image's read."""
     import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
 
     pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, None where the C library has none (macOS, musl)."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
 
 
 #: Where :func:`_by_group` packs a group and a value into one integer: below this (an int64, with room to spare).
