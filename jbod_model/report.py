@@ -2067,21 +2067,29 @@ def timeline_events(incidents: Iterable[Incident], paths: DirectoryPaths | None 
                       else EventKind.BROKER_OFFLINE)
         add(incident.started, start_kind, hit, _start_summary(incident, title))
         groups: dict[tuple[int, EventKind], tuple[LogPosition, list[PartitionRef]]] = {}
+        # Each follow-up field looked at in turn, without a tuple of the four made per partition: an incident of a
+        # failed disk lists thousands, and the report hundreds of thousands (a fifth of build_report at 200 k).
         for p in incident.partitions:
-            for at, kind in ((p.leader_restored, EventKind.LEADER_RESTORED), (p.isr_restored, EventKind.ISR_RESTORED),
-                             (p.moved, EventKind.REPLICAS_MOVED), (p.deleted, EventKind.PARTITIONS_DELETED)):
-                if at is not None:
-                    groups.setdefault((at.offset, kind), (at, []))[1].append(p.partition)
+            if (at := p.leader_restored) is not None:
+                groups.setdefault((at.offset, EventKind.LEADER_RESTORED), (at, []))[1].append(p.partition)
+            if (at := p.isr_restored) is not None:
+                groups.setdefault((at.offset, EventKind.ISR_RESTORED), (at, []))[1].append(p.partition)
+            if (at := p.moved) is not None:
+                groups.setdefault((at.offset, EventKind.REPLICAS_MOVED), (at, []))[1].append(p.partition)
+            if (at := p.deleted) is not None:
+                groups.setdefault((at.offset, EventKind.PARTITIONS_DELETED), (at, []))[1].append(p.partition)
         for (_, kind), (at, refs) in groups.items():
             listed = format_partitions(refs)
-            summary = {
-                EventKind.LEADER_RESTORED: f"{listed}: leader elected again after {format_span(incident.started, at)}",
-                EventKind.ISR_RESTORED: f"broker {b} back in the ISR of {listed} after "
-                                        f"{format_span(incident.started, at)}",
-                EventKind.REPLICAS_MOVED: (f"{listed}: replica moved off {name}" if dref is not None
-                                           else f"{listed}: broker {b} removed from the replicas"),
-                EventKind.PARTITIONS_DELETED: f"{listed}: topic deleted",
-            }[kind]
+            # Only this event's summary is made (a dict of the four made every one, its spans formatted twice).
+            if kind is EventKind.LEADER_RESTORED:
+                summary = f"{listed}: leader elected again after {format_span(incident.started, at)}"
+            elif kind is EventKind.ISR_RESTORED:
+                summary = f"broker {b} back in the ISR of {listed} after {format_span(incident.started, at)}"
+            elif kind is EventKind.REPLICAS_MOVED:
+                summary = (f"{listed}: replica moved off {name}" if dref is not None
+                           else f"{listed}: broker {b} removed from the replicas")
+            else:
+                summary = f"{listed}: topic deleted"
             add(at, kind, refs, summary)
         if incident.ended is not None and incident.resolution is not None:
             span = format_span(incident.started, incident.ended)

@@ -32,9 +32,11 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.replay import replay_entries, replay_records
 from jbod_model.report import (
+    AffectedPartition,
     DirectoryPaths,
     DiskState,
     EventKind,
+    Incident,
     IncidentKind,
     IncidentTracker,
     LogPosition,
@@ -48,6 +50,7 @@ from jbod_model.report import (
     format_duration_ms,
     format_partitions,
     run_and_track,
+    timeline_events,
 )
 from jbod_model.stream import RequestEntry, StreamRunner, load_jsonl
 from jbod_model.uuid import Uuid
@@ -278,6 +281,33 @@ def test_directory_paths_keep_the_first_location_of_a_duplicated_id() -> None:
     paths = DirectoryPaths.from_inventory(rows)
     assert paths.get(A1) is not None and paths.get(A1).path == "/a"  # type: ignore[union-attr]
     assert len(paths.conflicts) == 1 and len(paths.conflicts[0][1]) == 2
+
+
+def test_the_timeline_groups_each_kind_of_follow_up_by_position_with_its_own_summary() -> None:
+    """Every follow-up kind an incident's partitions record, grouped by where it happened, each with its own words;
+    a broker going offline says the broker left the replicas where a failed disk says the replica moved off it."""
+    topic = Uuid.from_bytes(bytes([0x31]) * 16)
+    ref = [PartitionRef(topic, "orders", i) for i in range(4)]
+    t1, t2 = LogPosition(20, T0 + 60_000), LogPosition(30, T0 + 120_000)
+    hit = (AffectedPartition(ref[0], True, True, True, leader_restored=t1, isr_restored=t2),
+           AffectedPartition(ref[1], False, True, False, isr_restored=t2, moved=t1),
+           AffectedPartition(ref[2], False, False, False, moved=t1),
+           AffectedPartition(ref[3], True, False, False, deleted=t2))
+    start = LogPosition(10, T0)
+    disk = Incident(id=1, kind=IncidentKind.DIRECTORY_FAILURE, broker_id=1, directory=A1,
+                    trigger=Trigger.REGISTRATION_CHANGE, started=start, replicas_offline=4, partitions=hit)
+    broker = Incident(id=2, kind=IncidentKind.BROKER_OFFLINE, broker_id=2, directory=None,
+                      trigger=Trigger.FENCE, started=start, replicas_offline=1, partitions=hit[2:3])
+    follow_ups = [(e.at.offset, e.incident_id, e.kind, [p.label for p in e.partitions], e.summary)
+                  for e in timeline_events([disk, broker]) if e.at != start]
+    name = f"broker 1 directory {format_directory(A1)}"
+    assert follow_ups == [
+        (20, 1, EventKind.LEADER_RESTORED, ["orders-0"], "orders-0: leader elected again after 10 offsets (1m)"),
+        (20, 1, EventKind.REPLICAS_MOVED, ["orders-1", "orders-2"], f"orders-1, orders-2: replica moved off {name}"),
+        (20, 2, EventKind.REPLICAS_MOVED, ["orders-2"], "orders-2: broker 2 removed from the replicas"),
+        (30, 1, EventKind.ISR_RESTORED, ["orders-0", "orders-1"],
+         "broker 1 back in the ISR of orders-0, orders-1 after 20 offsets (2m)"),
+        (30, 1, EventKind.PARTITIONS_DELETED, ["orders-3"], "orders-3: topic deleted")]
 
 
 # ---------------------------------------------------------------------------------------------------------------
