@@ -1818,6 +1818,21 @@ class _Count:
     offline: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Disk:
+    """What :func:`build_report` reads of a (broker, directory) pair for each replica recorded in it, found once for
+    the pair: a replica's offline reason and whether it is an unresolved placement read nothing but the broker's
+    registration and the directory (:func:`~jbod_model.replicas.offline_reason`), and a report walks
+    every replica of the cluster."""
+
+    count: _Count
+    #: Why its replicas are offline (None: online).
+    reason: OfflineReason | None
+    #: Its replicas are placements to chase (a placeholder on an unfenced broker with a choice of directories, at a
+    #: metadata version with directory assignment): the broker's directory count, else None.
+    pending_choices: int | None
+
+
 def _disk_state(reg: BrokerRegistration | None, directory: Uuid) -> DiskState:
     if directory in (UNASSIGNED, MIGRATING):
         return DiskState.PLACEHOLDER
@@ -1877,6 +1892,19 @@ def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, h
     under_min_isr: list[PartitionStatus] = []
     pending: list[PendingPlacement] = []
     gate = image.metadata_version.is_directory_assignment_supported()
+    disks_seen: dict[tuple[int, Uuid], _Disk] = {}
+
+    def disk_of(b: int, d: Uuid) -> _Disk:
+        count = counts.get((b, d))
+        if count is None:  # not setdefault: that would build a _Count for each of a cluster's replicas
+            count = counts[(b, d)] = _Count()
+        reg = cluster.brokers.get(b)
+        # A placeholder on a single-directory broker can only mean that directory; only on a broker with a choice
+        # is it an unresolved placement an operator may need to chase (I12 on multi-dir brokers).
+        choices = (len(reg.directories) if gate and d in (UNASSIGNED, MIGRATING) and reg is not None
+                   and not reg.fenced and len(reg.directories) > 1 else None)
+        disk = disks_seen[(b, d)] = _Disk(count, offline_reason(cluster, b, d), choices)
+        return disk
     n_partitions = n_replicas = 0
     for topic in sorted(image.topics.by_id.values(), key=lambda t: (t.name, str(t.id))):
         min_isr = ctx.topic_effective_min_isr(topic.name)
@@ -1887,27 +1915,21 @@ def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, h
             offline_here: list[OfflineReplica] = []
             for b, d in zip(part.replicas, part.directories, strict=True):
                 n_replicas += 1
-                count = counts.get((b, d))
-                if count is None:  # not setdefault: that would build a _Count for each of a cluster's replicas
-                    count = counts[(b, d)] = _Count()
+                disk = disks_seen.get((b, d)) or disk_of(b, d)
+                count = disk.count
                 count.replicas += 1
                 count.leaders += int(part.leader == b)
-                reason = offline_reason(cluster, b, d)
-                if reason is not None:
+                if disk.reason is not None:
                     count.offline += 1
-                    replica = OfflineReplica(partition=pref, broker_id=b, directory=ref(d, b), reason=reason,
+                    replica = OfflineReplica(partition=pref, broker_id=b, directory=ref(d, b), reason=disk.reason,
                                              in_isr=b in part.isr)
                     offline_here.append(replica)
                     offline_by_disk.setdefault((b, d), []).append(replica)
-                reg = cluster.brokers.get(b)
-                # A placeholder on a single-directory broker can only mean that directory; only on a broker with a
-                # choice is it an unresolved placement an operator may need to chase (I12 on multi-dir brokers).
-                if (gate and d in (UNASSIGNED, MIGRATING) and reg is not None and not reg.fenced
-                        and len(reg.directories) > 1):
+                if disk.pending_choices is not None:
                     since = history.pending_since.get((topic.id, pid, b)) if history is not None else None
                     pending.append(PendingPlacement(
                         partition=pref, broker_id=b, state=DirectoryState.of(d),
-                        broker_directories=len(reg.directories), since=since,
+                        broker_directories=disk.pending_choices, since=since,
                         age_offsets=since.offsets_until(as_of) if since is not None else None,
                         age_ms=since.ms_until(as_of) if since is not None else None))
             status = PartitionStatus(
