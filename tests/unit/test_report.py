@@ -486,6 +486,9 @@ def test_a_partition_list_names_the_first_few_in_order_and_counts_the_rest() -> 
     t1, t2 = Uuid(0, 11), Uuid(0, 12)
     refs = [PartitionRef(t1, "orders", 2), PartitionRef(t2, "events", 0), PartitionRef(t1, "orders", 0)]
     assert format_partitions(refs) == "events-0, orders-0, orders-2"
+    # Given in order (as the report's own lists are), or in reverse.
+    assert format_partitions([refs[1], refs[2], refs[0]], limit=2) == "events-0, orders-0 and 1 more"
+    assert format_partitions([refs[0], refs[2], refs[1]]) == "events-0, orders-0, orders-2"
     assert format_partitions(refs, limit=2) == "events-0, orders-0 and 1 more"
     assert format_partitions(refs, limit=3) == "events-0, orders-0, orders-2"
     assert format_partitions([]) == ""
