@@ -22,17 +22,14 @@ from jbod_model.records.metadata import (
 from pipelines.quality.expectations import Check, Skip, column_of, expect_not_in, expect_true
 from pipelines.quality.frames import (
     MODEL_TABLES,
-    PARTITION_COLUMNS,
     RECORD_COLUMNS,
     Build,
     Frame,
     FrameBuilder,
-    as_ints,
     as_texts,
     make_columns_frame,
     make_frame,
     optional_int,
-    partition_registration,
     table_rows,
 )
 
@@ -77,26 +74,28 @@ def _f_partitions(b: Build) -> Frame:
     # changes (fenced, a disk gone): the sample also shows since when the leader's registration is as it is.
     broker_since = {int(r.broker_id): optional_int(r.since_offset) for r in b.tables.table("brokers").itertuples()}
     table = b.tables.table("partitions")
-    registrations = b.partitions
-    # Built a column at a time (a dict per row held 2 M of them at 2 M partitions).
+    rows, registrations = b.partition_rows, b.partitions
+    get = model.uuids.get
+    # Built a column at a time (a dict per row held 2 M of them at 2 M partitions), from the table's columns as
+    # Python values (converted once, with the registrations).
     columns: dict[str, list[Any]] = {name: [] for name in (*_PARTITION_CHECKS.values(), "replicas", "isr", "leader",
                                                            "leader_broker_since_offset", "directories")}
     put = [columns[name].append for name in columns]
-    for r in table_rows(table, *PARTITION_COLUMNS):
-        part = registrations.get((str(r.topic_id), int(r.partition_id)))
-        replicas, texts = as_ints(r.replicas), as_texts(r.directories)
+    for i, (topic, partition, replicas, texts, isr, leader) in enumerate(zip(
+            rows.topic_ids, rows.partition_ids, rows.replicas, rows.directories, rows.isr, rows.leader, strict=True)):
+        part = registrations.get((topic, partition))
         # Predicates that ignore directories still apply to a row whose directory array is broken.
-        bare = part if part is not None else partition_registration(r, replicas, ())
+        bare = part if part is not None else rows.registration(i, ())
         i4 = (inv.partition_placeholders_ok(part) if part is not None
-              else all(d is not None and inv.directory_placeholder_ok(d) for d in map(model.uuids.get, texts)))
+              else all(d is not None and inv.directory_placeholder_ok(d) for d in map(get, texts)))
         for add, value in zip(put, (inv.directories_length_ok(replicas, texts), inv.partition_replicas_unique(bare),
                                     inv.partition_isr_subset_of_replicas(bare), i4,
                                     inv.partition_leader_ok(model.cluster, bare),
                                     inv.partition_isr_nonempty_ok(bare, model.mv), inv.partition_reassignment_ok(bare),
-                                    list(replicas), list(as_ints(r.isr)), int(r.leader),
-                                    broker_since.get(int(r.leader)), texts), strict=True):
+                                    list(replicas), list(isr), leader, broker_since.get(leader), texts),
+                              strict=True):
             add(value)
-    columns |= {"topic_id": table["topic_id"].map(str).tolist(), "offset": table["since_offset"].to_numpy(dtype=object),
+    columns |= {"topic_id": rows.topic_ids, "offset": table["since_offset"].to_numpy(dtype=object),
                 **{name: table[name].to_numpy(dtype=object) for name in ("topic_name", "partition_id")}}
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "offset": "Int64",
             "replicas": "object", "isr": "object", "leader": "Int64", "leader_broker_since_offset": "Int64",

@@ -394,6 +394,34 @@ def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_se
     assert clean_frame[view].astype(bool).all() and len(clean_frame) == len(rows)
 
 
+def test_a_partitions_row_is_read_whole_into_its_registration(demo: Path) -> None:
+    """Each column of a ``partitions`` row reaches its registration (``Build.partitions``, read a column at a time),
+    a row whose directories do not match its replicas or do not parse forms none, and the frame still judges such a
+    row's other predicates on the row's own values."""
+    t = clean(demo)
+    table = t.table("partitions")
+    row = table[part(ORDERS, 0)(table)].iloc[0]
+    replicas = [int(b) for b in row["replicas"]]
+    edited = edit(table, part(ORDERS, 0), isr=replicas[:1], adding_replicas=replicas[1:2],
+                  removing_replicas=replicas[2:], eligible_leader_replicas=replicas[1:], last_known_elr=replicas[:2],
+                  leader=replicas[0], leader_recovery_state=1, leader_epoch=17, partition_epoch=23)
+    edited = edit(edited, part(PAYMENTS, 1), directories=[NXG], isr=[99])
+    edited = edit(edited, part(PAYMENTS, 0), directories=["not an id"] * len(table[part(PAYMENTS, 0)(table)].iloc[0][
+        "replicas"]))
+    build = Build(t.with_tables(partitions=edited), QualitySettings(), ExternalInputs())
+    assert build.partitions[(ORDERS, 0)] == PartitionRegistration(
+        replicas=tuple(replicas), directories=tuple(Uuid.from_string(d) for d in row["directories"]),
+        isr=tuple(replicas[:1]), adding_replicas=tuple(replicas[1:2]), removing_replicas=tuple(replicas[2:]),
+        elr=tuple(replicas[1:]), last_known_elr=tuple(replicas[:2]), leader=replicas[0], leader_recovery_state=1,
+        leader_epoch=17, partition_epoch=23)
+    assert build.partitions[(PAYMENTS, 1)] is None and build.partitions[(PAYMENTS, 0)] is None
+    frame = FRAMES["partitions"](build).data
+    broken = frame[(frame["topic_id"] == PAYMENTS) & (frame["partition_id"] == 1)].iloc[0]
+    assert not broken[column_of("I1.directories_match_replicas")]
+    assert not broken[column_of("I2.isr_within_replicas")] and list(broken["isr"]) == [99]
+    assert frame[column_of("I2.isr_within_replicas")].sum() == len(frame) - 1
+
+
 def _i13_intervals(t: TableSet) -> TableSet:
     offline = t.table("offline_replicas")
     return t.with_tables(offline_replicas=offline[~replica(PAYMENTS, 1, 2)(offline)])
