@@ -276,78 +276,117 @@ def _uuid_from_text(text: str) -> Uuid | None:
 
 def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | None:
     """A second implementation of :func:`message_from_json` for one record class at one version, proven equal to it
-    by ``tests/properties/test_fast_decode_properties.py``: straight-line code for the record's fields, checking what
+    by ``tests/properties/test_fast_json_properties.py``: straight-line code for the record's fields, checking what
     :func:`~jbod_model.records.schema.validate_message` checks as it reads. It returns the same record, or None for
     any data it does not read exactly as the reference does (a missing or mistyped field, a null, anything out of
     range): the reference then reads it, and raises the error it names. None (no fast reader) for a class with a
-    field kind it does not cover (structs, bytes, floats, JSON aliases)."""
-    lines = ["def fast(data):", "    if type(data) is not dict:", "        return None", "    kw = {}"]
+    field kind it does not cover (structs, bytes, floats). A field's JSON aliases are read as the reference reads
+    them: from the metadata.version that supports ELR (4.0-IV1), Kafka writes PartitionRecord and
+    PartitionChangeRecord at version 2, whose ``lastKnownElr`` also reads as ``lastKnownELR``; refusing aliases left
+    those, most of a 4.x log, to the reference at ≈ 29 µs a record against ≈ 3 µs here
+    (``benchmarks/json_read_benchmark.py``).
+
+    The untagged fields are read first. Most records of a log carry few of their tagged fields (a leader change is
+    a PartitionChangeRecord's two ids and its leader, of eleven fields at version 2): once as many keys have been
+    read as the object has, every other field is missing and keeps its default, so the rest are not looked up. The
+    values wait in local variables, not a dict, until the record is built (:func:`_construct_lines`)."""
+    specs = [spec for spec in fields_of(cls) if spec.present_in(version)]  # the others keep their defaults
     namespace: dict[str, Any] = {"MISSING": _MISSING, "uuid": _uuid_from_text, "cls": cls}
-    for spec in fields_of(cls):
-        if not spec.present_in(version):
-            continue  # left at its default, which is what validate_message requires
+    for spec in specs:
         element = spec.element_type if spec.is_array else spec.type
-        if spec.aliases or (element not in INT_RANGES and element not in ("bool", "string", "uuid")):
+        if element not in INT_RANGES and element not in ("bool", "string", "uuid"):
             return None
         if spec.tag is not None:
             try:  # a missing tagged field keeps its default: the reference still checks it
                 check_value(spec, spec.default, version, cls.__name__)
             except InputError:
                 return None
-        lines.append(f"    v = data.get({spec.json_name!r}, MISSING)")
-        lines.append("    if v is MISSING:")
-        # A missing untagged field is an error (the reference names it); a missing tagged one keeps its default.
-        lines.append("        return None" if spec.tag is None else "        pass")
-        lines.append("    elif v is None:")
-        nullable_kind = element in ("string",) or spec.is_array
-        lines.append(f"        kw[{spec.name!r}] = None" if spec.nullable_in(version) and nullable_kind
-                     else "        return None")
-        lines.append("    else:")
-        if spec.is_array:
-            lines.append("        if type(v) is not list:")
-            lines.append("            return None")
-            if element == "uuid":
-                lines.append("        v = tuple(uuid(x) if type(x) is str else None for x in v)")
-                lines.append("        if None in v:")
-                lines.append("            return None")
-            else:
-                lines.append("        v = tuple(v)")
-                lines.append("        for x in v:")
-                lines.append(f"            if {_scalar_refused('x', element)}:")
-                lines.append("                return None")
-        elif element == "uuid":
-            lines.append("        if type(v) is not str:")
-            lines.append("            return None")
-            lines.append("        v = uuid(v)")
-            lines.append("        if v is None:")
-            lines.append("            return None")
-        else:
-            lines.append(f"        if {_scalar_refused('v', element)}:")
-            lines.append("            return None")
-        lines.append(f"        kw[{spec.name!r}] = v")
-    if issubclass(cls, MetadataRecord):
-        lines.append(f"    kw['version'] = {version}")
-    lines.extend(_construct_lines(cls, namespace))
+    construct, slot = _construct_lines(cls, version, namespace)
+    lines = ["def fast(data):", "    if type(data) is not dict:", "        return None", *slot]
+    untagged = [spec for spec in specs if spec.tag is None]
+    tagged = [spec for spec in specs if spec.tag is not None]
+    if tagged:
+        lines.append("    size = len(data)")
+    for i, spec in enumerate([*untagged, *tagged]):
+        if tagged and i == len(untagged):
+            # Every key read already (no tagged field given, and no key the schema does not know): done.
+            lines.append(f"    if size == {len(untagged)}:")
+            lines.extend("    " + line for line in construct)
+        lines.extend(_field_lines(spec, version))
+    lines.extend(construct)
     exec(compile("\n".join(lines), f"<fast JSON reader of {cls.__name__} v{version}>", "exec"), namespace)
     fast: _FastFromJson = namespace["fast"]
     return fast
 
 
-def _construct_lines(cls: type[Message], namespace: dict[str, Any]) -> list[str]:
-    """The generated reader's last lines: the instance of ``cls`` holding ``kw`` (field → value) and every other
-    field's default, built by :func:`jbod_model.slots.slot_constructor` — the object ``cls(**kw)`` builds without
-    its keyword matching. Its one ``__post_init__`` (``VersionedMessage``: the version is valid) is not run: the
-    reader's callers have checked the version (:func:`record_from_json`, :func:`typed_record_reader`). A class with
-    anything else on construction, or a field without a default, is called."""
+def _field_lines(spec: FieldSpec, version: int) -> list[str]:
+    """The generated reader's lines for one field: its value checked as :func:`validate_message` checks it and kept
+    in its local variable (:func:`_local`), or ``return None`` where the reference reads it otherwise."""
+    element = spec.element_type if spec.is_array else spec.type
+    lines = [f"    v = data.get({spec.json_name!r}, MISSING)"]
+    for alias in spec.aliases:  # the first of the name and its aliases the object has, as the reference takes it
+        lines += ["    if v is MISSING:", f"        v = data.get({alias!r}, MISSING)"]
+    if spec.tag is None:
+        lines += ["    if v is MISSING:", "        return None"]  # the reference names the missing field
+        lines.append("    if v is None:")
+    else:
+        lines += ["    if v is MISSING:", "        pass"]  # a missing tagged field keeps its default
+        lines.append("    elif v is None:")
+    nullable_kind = element in ("string",) or spec.is_array
+    lines.append(f"        {_local(spec.name)} = None" if spec.nullable_in(version) and nullable_kind
+                 else "        return None")
+    lines.append("    else:")
+    if spec.is_array:
+        lines.append("        if type(v) is not list:")
+        lines.append("            return None")
+        if element == "uuid":
+            lines.append("        v = tuple(uuid(x) if type(x) is str else None for x in v)")
+            lines.append("        if None in v:")
+            lines.append("            return None")
+        else:
+            lines.append("        v = tuple(v)")
+            lines.append("        for x in v:")
+            lines.append(f"            if {_scalar_refused('x', element)}:")
+            lines.append("                return None")
+    elif element == "uuid":
+        lines.append("        if type(v) is not str:")
+        lines.append("            return None")
+        lines.append("        v = uuid(v)")
+        lines.append("        if v is None:")
+        lines.append("            return None")
+    else:
+        lines.append(f"        if {_scalar_refused('v', element)}:")
+        lines.append("            return None")
+    lines.append(f"        {_local(spec.name)} = v")
+    return lines
+
+
+def _local(name: str) -> str:
+    """The generated reader's local variable for field ``name``."""
+    return f"f_{name}"
+
+
+def _construct_lines(cls: type[Message], version: int, namespace: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The generated reader's last lines — the instance of ``cls`` holding the fields' local variables
+    (:func:`_local`) — and its first ones, which set each local to its field's default. The instance is the object
+    ``cls(**fields)`` builds, made by :func:`jbod_model.slots.slot_constructor` without its keyword matching. Its one
+    ``__post_init__`` (``VersionedMessage``: the version is valid) is not run: the reader's callers have checked the
+    version (:func:`record_from_json`, :func:`typed_record_reader`). A class with anything else on construction, or a
+    field without a default, is called instead, with the fields read (a local left :data:`_MISSING` is not passed)."""
     fields = dataclasses.fields(cls)
+    versioned = issubclass(cls, MetadataRecord)
+    own = [f for f in fields if not (versioned and f.name == "version")]  # the version is the reader's own
     if (getattr(cls, "__post_init__", None) not in (None, VersionedMessage.__post_init__)
             or any(f.default is dataclasses.MISSING for f in fields)):
-        return ["    return cls(**kw)"]
-    namespace["make"] = slot_constructor(cls)
-    for i, f in enumerate(fields):
+        pairs = "".join(f"({f.name!r}, {_local(f.name)}), " for f in own)
+        given = f"{{k: x for k, x in ({pairs}) if x is not MISSING}}"
+        return ([f"    return cls({f'version={version}, ' if versioned else ''}**{given})"],
+                [f"    {_local(f.name)} = MISSING" for f in own])
+    for i, f in enumerate(own):
         namespace[f"default{i}"] = f.default
-    values = ", ".join(f"kw.get({f.name!r}, default{i})" for i, f in enumerate(fields))
-    return [f"    return make({values})"]
+    namespace["make"] = slot_constructor(cls)
+    values = ", ".join(str(version) if versioned and f.name == "version" else _local(f.name) for f in fields)
+    return [f"    return make({values})"], [f"    {_local(f.name)} = default{i}" for i, f in enumerate(own)]
 
 
 def _scalar_refused(name: str, type_name: str) -> str:
