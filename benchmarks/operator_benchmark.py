@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import dataclasses
 import json
 import os
 import pstats
@@ -46,6 +47,7 @@ from clusters import benchmark_cluster  # beside this script (run as a script, l
 from jbod_model.buckets import owned_routed_step, split_entries
 from jbod_model.changes import DictImageStore, IncrementalReplayer
 from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import PartitionChangeRecord, PartitionRecord
 from jbod_model.replay import Replayer
 from jbod_model.slots import gc_paused
 from jbod_model.stream import entry_from_json
@@ -145,10 +147,16 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="N")
     parser.add_argument("--sink-tables", action="store_true",
                         help="also time the output's typed tables alone (RowSink.tables), table by table's rows")
+    parser.add_argument("--partition-record-version", type=int, choices=(0, 1, 2),
+                        help="replay the PartitionRecords and PartitionChangeRecords at this version (2: as Kafka "
+                             "writes them once ELR is supported, 4.0-IV1; default: as the simulator wrote them)")
     args = parser.parse_args()
     cluster = benchmark_cluster(args.partitions)
     with (cluster.root / "records.jsonl").open("rb") as lines:
         entries = [entry_from_json(orjson.loads(line), "records.jsonl", "records.jsonl") for line in lines]
+    if args.partition_record_version is not None:
+        entries = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=args.partition_record_version))
+                   if isinstance(e.record, PartitionRecord | PartitionChangeRecord) else e for e in entries]
     start = time.process_time()
     replayer = Replayer()
     for entry in entries:
@@ -174,7 +182,8 @@ def main() -> None:
     result |= model_cpu(entries, args.buckets, args.batch)
     if args.sink_tables:
         result |= sink_tables_cpu(packets, args.buckets)
-    result |= {"cluster": cluster.shape.key, "records": len(entries), "rows_in": rows, "buckets": args.buckets,
+    result |= {"cluster": cluster.shape.key, "partition_record_version": args.partition_record_version,
+               "records": len(entries), "rows_in": rows, "buckets": args.buckets,
                "batch": args.batch, "pure_replay_cpu_seconds": round(pure, 2),
                "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
                "model_share_of_operator": round(result["model_cpu_seconds"] / result["cpu_seconds"], 2),
