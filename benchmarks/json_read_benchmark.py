@@ -4,7 +4,7 @@ reader the job's operator, the log suite of ``jbod check`` and the tables' reade
 
 The records are the benchmark cluster's PartitionRecords and PartitionChangeRecords — most of a log — each read at
 the version it was written (1: the simulator's, as Kafka 3.7–3.9 writes them) and again at version 2, as Kafka
-writes them from the metadata.version that supports ELR (4.0-IV1; the 4.2 sample's log). Best of ``--repeat``
+writes them from the metadata.version that supports ELR (4.0; the 4.2 sample's log). Best of ``--repeat``
 passes, in µs a record, and the records/s that makes.
 
 Run: ``python benchmarks/json_read_benchmark.py [--partitions 200011] [--records 300000] [--repeat 3]``.

@@ -149,7 +149,7 @@ def main() -> None:
                         help="also time the output's typed tables alone (RowSink.tables), table by table's rows")
     parser.add_argument("--partition-record-version", type=int, choices=(0, 1, 2),
                         help="replay the PartitionRecords and PartitionChangeRecords at this version (2: as Kafka "
-                             "writes them once ELR is supported, 4.0-IV1; default: as the simulator wrote them)")
+                             "writes them once ELR is supported, from 4.0; default: as the simulator wrote them)")
     args = parser.parse_args()
     cluster = benchmark_cluster(args.partitions)
     with (cluster.root / "records.jsonl").open("rb") as lines:

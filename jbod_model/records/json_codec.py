@@ -281,7 +281,7 @@ def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | N
     any data it does not read exactly as the reference does (a missing or mistyped field, a null, anything out of
     range): the reference then reads it, and raises the error it names. None (no fast reader) for a class with a
     field kind it does not cover (structs, bytes, floats). A field's JSON aliases are read as the reference reads
-    them: from the metadata.version that supports ELR (4.0-IV1), Kafka writes PartitionRecord and
+    them: from the metadata.version that supports ELR (4.0), Kafka writes PartitionRecord and
     PartitionChangeRecord at version 2, whose ``lastKnownElr`` also reads as ``lastKnownELR``; refusing aliases left
     those, most of a 4.x log, to the reference at ≈ 29 µs a record against ≈ 3 µs here
     (``benchmarks/json_read_benchmark.py``).
