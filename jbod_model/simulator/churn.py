@@ -72,7 +72,7 @@ from jbod_model.controller.messages import (
 from jbod_model.directory_id import LOST, UNASSIGNED, is_reserved
 from jbod_model.errors_codes import Errors
 from jbod_model.image import MetadataImage
-from jbod_model.metadata_version import FEATURE_NAME
+from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     NO_LEADER,
@@ -135,6 +135,9 @@ class ChurnSpec:
     #: PartitionRecord per partition.
     delete_weight: float = 1.0
     seed: int = 7
+    #: The metadata.version the log is bootstrapped at (a feature level; 3.9-IV0 by default). From 4.0 (ELR
+    #: supported) the partition records are written at version 2, as Kafka 4.x writes them.
+    metadata_version: int = 21
     start_time_ms: int = 1_700_000_000_000
     #: The offset of the first record (1 when offset 0 holds the quorum's LEADER_CHANGE control batch).
     first_offset: int = 0
@@ -195,6 +198,8 @@ class _Churn:
         self.records: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
         self.batches = 0
+        #: The version of the PartitionRecords the workload writes itself (the controller picks its own alike).
+        self.record_version = MetadataVersion(spec.metadata_version).partition_record_version()
 
     @property
     def image(self) -> MetadataImage:
@@ -364,7 +369,7 @@ class _Churn:
             isr = [b for b in replicas if ctx.is_active(b)]
             dirs = [rng.choice(cluster[b].directories) for b in replicas]
             self.keys.append((topic_id, pid))
-            records.append(PartitionRecord(version=1, partition_id=pid, topic_id=topic_id, replicas=tuple(replicas),
+            records.append(PartitionRecord(version=self.record_version, partition_id=pid, topic_id=topic_id, replicas=tuple(replicas),
                                            isr=tuple(isr), leader=leader, leader_epoch=0, partition_epoch=0,
                                            directories=tuple(dirs)))
         # Kafka writes a topic and its partitions atomically; large topics span several batches.
@@ -556,7 +561,7 @@ def churn_run(spec: ChurnSpec = ChurnSpec(), sink: SimulationSink | None = None,
     when None: the result's ``log``). ``progress(operations_done)`` is called every 10,000 operations."""
     memory = MemorySink() if sink is None else None
     churn = _Churn(spec, sink if sink is not None else memory or MemorySink())
-    churn.emit([FeatureLevelRecord(name=FEATURE_NAME, feature_level=21)])
+    churn.emit([FeatureLevelRecord(name=FEATURE_NAME, feature_level=spec.metadata_version)])
     for b in range(1, spec.brokers + 1):
         churn.register(b)
     for b in range(1, spec.brokers + 1):

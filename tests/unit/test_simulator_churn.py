@@ -24,7 +24,9 @@ from jbod_model.records.metadata import (
     NO_LEADER_CHANGE,
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
+    FeatureLevelRecord,
     PartitionChangeRecord,
+    PartitionRecord,
     RegisterBrokerRecord,
 )
 from jbod_model.replay import Replayer, replay_entries
@@ -53,6 +55,9 @@ SPECS = {
     "restarts, LOST and reassignments": ChurnSpec(brokers=6, dirs_per_broker=3, topics=5, partitions=53,
                                                   replication_factor=3, operations=1500, noop_share=0.1,
                                                   restart_weight=2, reassign_weight=3, seed=17),
+    "the same at metadata.version 4.0": ChurnSpec(brokers=6, dirs_per_broker=3, topics=5, partitions=53,
+                                                  replication_factor=3, operations=1500, noop_share=0.1,
+                                                  restart_weight=2, reassign_weight=3, seed=17, metadata_version=22),
 }
 
 
@@ -163,3 +168,23 @@ def test_a_spec_without_the_new_operations_writes_the_same_log_as_before() -> No
     entries = churn_log(SPECS["busy, fencing often"])
     digest = hashlib.sha256("\n".join(entry_to_line(e) for e in entries).encode()).hexdigest()
     assert (len(entries), digest[:16]) == EXPECTED_BUSY
+
+
+def test_at_metadata_version_4_0_the_partition_records_are_version_2_and_the_log_is_otherwise_the_same() -> None:
+    """From 4.0 (ELR supported) Kafka writes PartitionRecord and PartitionChangeRecord at version 2: the workload
+    and the controller it drives both do, and nothing else of the log changes (a benchmark cluster of a 4.x shape)."""
+    spec = SPECS["restarts, LOST and reassignments"]
+    old, new = churn_log(spec), churn_log(replace(spec, metadata_version=22))
+    assert len(old) == len(new)
+    partition_records = (PartitionRecord, PartitionChangeRecord)
+    versions = Counter(type(e.record).__name__ for e in new
+                       if isinstance(e.record, partition_records) and e.record.version == 2)
+    assert versions["PartitionRecord"] > 0 and versions["PartitionChangeRecord"] > 0
+    for a, b in zip(old, new, strict=True):
+        if isinstance(a.record, PartitionRecord | PartitionChangeRecord):
+            assert (a.record.version, b.record.version) == (1, 2)
+            assert replace(b.record, version=1) == a.record
+        elif isinstance(a.record, FeatureLevelRecord):
+            assert (a.record.feature_level, b.record.feature_level) == (21, 22)
+        else:
+            assert b == a
