@@ -30,6 +30,7 @@ Nothing here is committed: it is generated data.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import os
@@ -107,11 +108,16 @@ class ClusterShape:
     delete_weight: float = 0.02
     segment_bytes: int = 8 * 1024 * 1024
     seed: int = 2024
+    #: The metadata.version the log starts at (``jbod simulate --metadata-version``): from 4.0 its partition records
+    #: are version 2, as a Kafka 4.x cluster's.
+    metadata_version: str = "3.9-IV0"
 
     @property
     def key(self) -> str:
+        # The default level keeps the key the caches were built under.
+        level = "" if self.metadata_version == "3.9-IV0" else f"-mv{self.metadata_version}"
         return (f"p{self.partitions}-b{self.brokers}x{self.dirs}-rf{self.replication_factor}-o{self.operations}"
-                f"-s{self.seed}-g{GENERATOR_VERSION}")
+                f"-s{self.seed}{level}-g{GENERATOR_VERSION}")
 
     def simulate_args(self, out: Path) -> list[str]:
         """The ``jbod simulate`` command line that writes this cluster to ``out``."""
@@ -120,7 +126,8 @@ class ClusterShape:
                 "--rf", str(self.replication_factor), "--workload", "churn", "--operations", str(self.operations),
                 "--noop-share", str(self.noop_share), "--restart-weight", str(self.restart_weight),
                 "--reassign-weight", str(self.reassign_weight), "--delete-weight", str(self.delete_weight),
-                "--seed", str(self.seed), "--segment-bytes", str(self.segment_bytes), "--out", str(out), "--json"]
+                "--seed", str(self.seed), "--segment-bytes", str(self.segment_bytes),
+                "--metadata-version", self.metadata_version, "--out", str(out), "--json"]
 
 
 #: The shapes the benchmarks use, by partition count.
@@ -206,10 +213,13 @@ def build(shape: ClusterShape, out: Path) -> dict[str, Any]:
 
 
 def benchmark_cluster(partitions: int = 200_011, cache_dir: str | Path | None = None, *,
-                      rebuild: bool = False) -> BenchmarkCluster:
+                      rebuild: bool = False, metadata_version: str | None = None) -> BenchmarkCluster:
     """The benchmark cluster of ``partitions`` partitions (see the module docstring): from the cache when built
-    before, else generated now (minutes for 200k partitions: see docs/simulator.md) and cached."""
+    before, else generated now (minutes for 200k partitions: see docs/simulator.md) and cached. With
+    ``metadata_version``, the same cluster's log at that level (4.0-IV0: a Kafka 4.x cluster's record versions)."""
     shape = shape_for(partitions)
+    if metadata_version is not None:
+        shape = dataclasses.replace(shape, metadata_version=metadata_version)
     root = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / shape.key
     summary = cached_build(root, "cluster.json", lambda out: build(shape, out), rebuild=rebuild)
     return BenchmarkCluster(shape=shape, root=root, summary=summary)
@@ -326,11 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=200_011)
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--rebuild", action="store_true", help="Regenerate even when cached.")
+    parser.add_argument("--metadata-version", default=None,
+                        help="The level the log starts at (default 3.9-IV0; 4.0-IV0: version-2 partition records, "
+                             "as Kafka 4.x writes them).")
     parser.add_argument("--check-duckdb", action="store_true",
                         help="Run the DuckDB baseline on records.jsonl and check its image equals ours.")
     parser.add_argument("--json", action="store_true", help="Print JSON only.")
     args = parser.parse_args(argv)
-    cluster = benchmark_cluster(args.partitions, args.cache_dir, rebuild=args.rebuild)
+    cluster = benchmark_cluster(args.partitions, args.cache_dir, rebuild=args.rebuild,
+                                metadata_version=args.metadata_version)
     doc: dict[str, Any] = {"root": str(cluster.root), "nodeDir": str(cluster.node_dir),
                            "recordsJsonl": str(cluster.records_jsonl), "build": cluster.summary}
     if args.check_duckdb:

@@ -351,7 +351,7 @@ def _on_cached_cluster(args: argparse.Namespace) -> int:
     """The benchmark on a cached benchmark cluster (see the module docstring)."""
     from clusters import benchmark_cluster  # noqa: PLC0415 - beside this script; run as a script
 
-    cluster = benchmark_cluster(args.partitions)
+    cluster = benchmark_cluster(args.partitions, metadata_version=args.metadata_version)
     work = args.out or Path(tempfile.mkdtemp(prefix="kraft-jbod-bench-"))
     shutil.rmtree(work / "in", ignore_errors=True)
     for old in work.glob("tables-*"):
@@ -464,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=None,
                         help="Read the cached benchmark cluster of this many partitions (benchmarks/clusters.py, "
                              "e.g. 200011) instead of generating a log from the options above.")
+    parser.add_argument("--metadata-version", default=None,
+                        help="with --partitions: the benchmark cluster's log at this level (default 3.9-IV0; "
+                             "4.0-IV0: version-2 partition records, as Kafka 4.x writes them)")
     parser.add_argument("--follow", action="store_true",
                         help="With --partitions: also time the held-back segment's last 1 %% of records through a "
                              "job that keeps running (jbod run --follow), from their bytes in the file to their "
