@@ -369,9 +369,9 @@ class _Churn:
             isr = [b for b in replicas if ctx.is_active(b)]
             dirs = [rng.choice(cluster[b].directories) for b in replicas]
             self.keys.append((topic_id, pid))
-            records.append(PartitionRecord(version=self.record_version, partition_id=pid, topic_id=topic_id, replicas=tuple(replicas),
-                                           isr=tuple(isr), leader=leader, leader_epoch=0, partition_epoch=0,
-                                           directories=tuple(dirs)))
+            records.append(PartitionRecord(version=self.record_version, partition_id=pid, topic_id=topic_id,
+                                           replicas=tuple(replicas), isr=tuple(isr), leader=leader, leader_epoch=0,
+                                           partition_epoch=0, directories=tuple(dirs)))
         # Kafka writes a topic and its partitions atomically; large topics span several batches.
         for chunk_start in range(0, len(records), 500):
             self.emit(records[chunk_start:chunk_start + 500])
