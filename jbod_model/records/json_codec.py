@@ -283,7 +283,7 @@ def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | N
     field kind it does not cover (structs, bytes, floats). A field's JSON aliases are read as the reference reads
     them: from the metadata.version that supports ELR (4.0), Kafka writes PartitionRecord and
     PartitionChangeRecord at version 2, whose ``lastKnownElr`` also reads as ``lastKnownELR``; refusing aliases left
-    those, most of a 4.x log, to the reference at ≈ 29 µs a record against ≈ 3 µs here
+    those, most of a 4.x log, to the reference at ≈ 35–63 µs a record against ≈ 4–6 µs here
     (``benchmarks/json_read_benchmark.py``).
 
     The untagged fields are read first. Most records of a log carry few of their tagged fields (a leader change is
@@ -301,18 +301,21 @@ def _build_fast_from_json(cls: type[Message], version: int) -> _FastFromJson | N
                 check_value(spec, spec.default, version, cls.__name__)
             except InputError:
                 return None
-    construct, slot = _construct_lines(cls, version, namespace)
-    lines = ["def fast(data):", "    if type(data) is not dict:", "        return None", *slot]
+    built = _construct_lines(cls, version, namespace)
+    if built is None:
+        return None
+    construct, defaults = built
+    lines = ["def fast(data):", "    if type(data) is not dict:", "        return None", *defaults]
     untagged = [spec for spec in specs if spec.tag is None]
     tagged = [spec for spec in specs if spec.tag is not None]
-    if tagged:
-        lines.append("    size = len(data)")
-    for i, spec in enumerate([*untagged, *tagged]):
-        if tagged and i == len(untagged):
-            # Every key read already (no tagged field given, and no key the schema does not know): done.
-            lines.append(f"    if size == {len(untagged)}:")
-            lines.extend("    " + line for line in construct)
+    for spec in untagged:
         lines.extend(_field_lines(spec, version))
+    if tagged:
+        # Every key read already (no tagged field given, and no key the schema does not know): done.
+        lines.append(f"    if len(data) == {len(untagged)}:")
+        lines.extend("    " + line for line in construct)
+        for spec in tagged:
+            lines.extend(_field_lines(spec, version))
     lines.extend(construct)
     exec(compile("\n".join(lines), f"<fast JSON reader of {cls.__name__} v{version}>", "exec"), namespace)
     fast: _FastFromJson = namespace["fast"]
@@ -366,22 +369,20 @@ def _local(name: str) -> str:
     return f"f_{name}"
 
 
-def _construct_lines(cls: type[Message], version: int, namespace: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _construct_lines(cls: type[Message], version: int,
+                     namespace: dict[str, Any]) -> tuple[list[str], list[str]] | None:
     """The generated reader's last lines — the instance of ``cls`` holding the fields' local variables
     (:func:`_local`) — and its first ones, which set each local to its field's default. The instance is the object
     ``cls(**fields)`` builds, made by :func:`jbod_model.slots.slot_constructor` without its keyword matching. Its one
     ``__post_init__`` (``VersionedMessage``: the version is valid) is not run: the reader's callers have checked the
-    version (:func:`record_from_json`, :func:`typed_record_reader`). A class with anything else on construction, or a
-    field without a default, is called instead, with the fields read (a local left :data:`_MISSING` is not passed)."""
+    version (:func:`record_from_json`, :func:`typed_record_reader`). None for a class with anything else on
+    construction, or a field without a default: the reference reads it (no record class is one today)."""
     fields = dataclasses.fields(cls)
-    versioned = issubclass(cls, MetadataRecord)
-    own = [f for f in fields if not (versioned and f.name == "version")]  # the version is the reader's own
     if (getattr(cls, "__post_init__", None) not in (None, VersionedMessage.__post_init__)
             or any(f.default is dataclasses.MISSING for f in fields)):
-        pairs = "".join(f"({f.name!r}, {_local(f.name)}), " for f in own)
-        given = f"{{k: x for k, x in ({pairs}) if x is not MISSING}}"
-        return ([f"    return cls({f'version={version}, ' if versioned else ''}**{given})"],
-                [f"    {_local(f.name)} = MISSING" for f in own])
+        return None
+    versioned = issubclass(cls, MetadataRecord)
+    own = [f for f in fields if not (versioned and f.name == "version")]  # the version is the reader's own
     for i, f in enumerate(own):
         namespace[f"default{i}"] = f.default
     namespace["make"] = slot_constructor(cls)
