@@ -184,7 +184,7 @@ def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_inc
     # The versions go before the offline intervals are read and the image is built: at 200 k partitions each of
     # the three is hundreds of MB (nothing else holds them).
     del partitions
-    _release_arrow()  # before the next read, which would otherwise grow on top of what glibc kept of them
+    _release_memory()  # before the next read, which would otherwise grow on top of what glibc kept of them
     offline = counts_at(ends, *offline_spans(tables, cid, upto))
     series = offline_series(seed[0] if seed else None, observed.batches, offline, leaderless, failed,
                             max_series_points)
@@ -193,7 +193,7 @@ def history_from_tables(tables: Path, cid: str, n: int | None, *, max_closed_inc
                       leaderless_since=MappingProxyType(leaderless_from_tables(tables, cid, observed)))
     del tracker
     image = metadata_image(tables, cid, n)
-    _release_arrow()
+    _release_memory()
     return image, history
 
 
@@ -297,7 +297,7 @@ class TablePartitions:
         self._directory_ids = [Uuid.from_string(d) for d in texts]
         self._directory_index = {d: i for i, d in enumerate(self._directory_ids)}
         del read, rows, starts, ends, versions, names, lists
-        _release_arrow()
+        _release_memory()
         # Each broker's replicas over time, made at the first ``hosted_change`` (:meth:`_index_replicas`; None until
         # then).
         self._replica_rows: Any = None
@@ -617,7 +617,7 @@ def _by_group(groups: Any, values: Any) -> Any:
     return np.argsort((groups.astype(np.int64) - group_low) * span + (np.minimum(values, top) - low))
 
 
-def _release_arrow() -> None:
+def _release_memory() -> None:
     """Hand the memory Arrow freed back to the system. Its allocator (mimalloc) keeps what a read's intermediate
     tables freed (the scan, the sort's copy, the filter's) for reuse: at 200 k partitions 300-550 MB of resident
     memory after each of the history tables, which then stayed beside the tracker and the image. The C heap
@@ -769,7 +769,7 @@ def offline_spans(tables: Path, cluster: str, upto: int | None) -> tuple[array[i
     starts, ends = version_spans(tables, ENTITIES["offline"], cluster, upto)
     spans = _ascending(starts), _ascending(pc.drop_null(ends))
     del starts, ends
-    _release_arrow()
+    _release_memory()
     return spans
 
 
@@ -838,7 +838,7 @@ def observed_from_tables(tables: Path, cluster: str, as_of_offset: int | None) -
                                                    changes_only=True))
     del offsets, bases, stamps, types
     del positions
-    _release_arrow()
+    _release_memory()
     return observed
 
 
