@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from jbod_model.metadata_version import LATEST_PRODUCTION
 from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer
 from jbod_model.replicas import offline_replicas
@@ -110,12 +111,12 @@ class ClusterShape:
     seed: int = 2024
     #: The metadata.version the log starts at (``jbod simulate --metadata-version``): from 4.0 its partition records
     #: are version 2, as a Kafka 4.x cluster's.
-    metadata_version: str = "3.9-IV0"
+    metadata_version: str = LATEST_PRODUCTION.name
 
     @property
     def key(self) -> str:
         # The default level keeps the key the caches were built under.
-        level = "" if self.metadata_version == "3.9-IV0" else f"-mv{self.metadata_version}"
+        level = "" if self.metadata_version == LATEST_PRODUCTION.name else f"-mv{self.metadata_version}"
         return (f"p{self.partitions}-b{self.brokers}x{self.dirs}-rf{self.replication_factor}-o{self.operations}"
                 f"-s{self.seed}{level}-g{GENERATOR_VERSION}")
 

@@ -72,7 +72,7 @@ from jbod_model.controller.messages import (
 from jbod_model.directory_id import LOST, UNASSIGNED, is_reserved
 from jbod_model.errors_codes import Errors
 from jbod_model.image import MetadataImage
-from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
+from jbod_model.metadata_version import FEATURE_NAME, LATEST_PRODUCTION, MetadataVersion
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
     NO_LEADER,
@@ -135,9 +135,9 @@ class ChurnSpec:
     #: PartitionRecord per partition.
     delete_weight: float = 1.0
     seed: int = 7
-    #: The metadata.version the log is bootstrapped at (a feature level; 3.9-IV0 by default). From 4.0 (ELR
-    #: supported) the partition records are written at version 2, as Kafka 4.x writes them.
-    metadata_version: int = 21
+    #: The metadata.version the log is bootstrapped at (a feature level; the controller's default, 3.9-IV0). From 4.0
+    #: (ELR supported) the partition records are written at version 2, as Kafka 4.x writes them.
+    metadata_version: int = LATEST_PRODUCTION.feature_level
     start_time_ms: int = 1_700_000_000_000
     #: The offset of the first record (1 when offset 0 holds the quorum's LEADER_CHANGE control batch).
     first_offset: int = 0

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 import typer
 
 from jbod_model.errors import JbodError
-from jbod_model.metadata_version import MetadataVersion
+from jbod_model.metadata_version import LATEST_PRODUCTION, MetadataVersion
 from jbod_model.simulator.checks import explain
 from jbod_model.simulator.churn import ChurnSpec, churn_run
 from jbod_model.simulator.cluster import Simulation, SimulationError
@@ -152,10 +152,11 @@ def simulate(
                                                    "among the churn operations.")] = 1.0,
     delete_weight: Annotated[float, typer.Option("--delete-weight", help="Weight of topic deletions (each followed "
                                                  "by a topic of the same size) among the churn operations.")] = 1.0,
-    metadata_version: Annotated[str, typer.Option(
+    metadata_version: Annotated[str | None, typer.Option(
         "--metadata-version", help="The metadata.version a churn workload's log starts at: a release name (3.9-IV0, "
                                    "4.0-IV0 …) or a feature level. From 4.0 the partition records are written at "
-                                   "version 2, as Kafka 4.x writes them.")] = "3.9-IV0",
+                                   "version 2, as Kafka 4.x writes them. [default: 3.9-IV0]",
+        show_default=False)] = None,
     random_ops: Annotated[int, typer.Option("--random", help="Instead: a random fault schedule of this many "
                                                              "operations on --brokers × --dirs.")] = 0,
     segment_bytes: Annotated[int, typer.Option("--segment-bytes", help="Roll metadata log segments at this "
@@ -178,6 +179,8 @@ def simulate(
         raise _fail("--out DIR is required")
     if workload not in WORKLOADS:
         raise _fail(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+    if metadata_version is not None and (scenario is not None or random_ops > 0 or workload != "churn"):
+        raise _fail("--metadata-version applies to a generated cluster's churn workload (--workload churn)")
     chosen: Scenario | None = None
     if scenario is not None:
         chosen = SCENARIOS.get(scenario)
@@ -196,7 +199,8 @@ def simulate(
                              replication_factor=replication_factor, operations=operations, noop_share=noop_share,
                              restart_weight=restart_weight, reassign_weight=reassign_weight,
                              delete_weight=delete_weight, seed=seed,
-                             metadata_version=MetadataVersion.from_name(metadata_version).feature_level,
+                             metadata_version=(LATEST_PRODUCTION if metadata_version is None
+                                               else MetadataVersion.from_name(metadata_version)).feature_level,
                              first_offset=1)  # offset 0: the quorum leader's LEADER_CHANGE control batch
             churn_config = SimulationConfig.uniform(brokers=brokers, dirs=dirs, start_time_ms=spec.start_time_ms)
             writer = OutputWriter(out, churn_config, segment_bytes=segment_bytes)

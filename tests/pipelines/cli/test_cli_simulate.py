@@ -107,7 +107,8 @@ def test_a_generated_cluster_with_the_churn_workload(tmp_path: Path) -> None:
 
 def test_a_churn_workload_at_metadata_version_4_0_writes_version_2_partition_records(tmp_path: Path) -> None:
     """--metadata-version: the log starts at that level, and from 4.0 its partition records are version 2, as Kafka
-    4.x writes them (what a benchmark of a 4.x cluster's log reads). A name the model does not know is refused."""
+    4.x writes them (what a benchmark of a 4.x cluster's log reads). A name the model does not know is refused, and
+    so is the option without the churn workload."""
     out = tmp_path / "churn40"
     code, text = invoke("--brokers", "4", "--dirs", "2", "--partitions", "20", "--workload", "churn", "--operations",
                         "200", "--metadata-version", "4.0-IV0", "--out", str(out), "--json")
@@ -120,6 +121,9 @@ def test_a_churn_workload_at_metadata_version_4_0_writes_version_2_partition_rec
     assert replay_entries(entries).same_state(replay_entries(load_jsonl(out / "records.jsonl")))
     code, text = invoke("--workload", "churn", "--metadata-version", "9.9", "--out", str(tmp_path / "bad"))
     assert code == EXIT_INPUT and "Unknown metadata.version '9.9'" in text
+    # Only the churn workload takes it: elsewhere it would be ignored without a word.
+    code, text = invoke("--brokers", "3", "--metadata-version", "4.0-IV0", "--out", str(tmp_path / "none"))
+    assert code == EXIT_INPUT and "--metadata-version applies to" in text
 
 
 def test_a_random_schedule(tmp_path: Path) -> None:
