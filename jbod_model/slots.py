@@ -25,21 +25,28 @@ def writable_twin(cls: type) -> type | None:
     None when ``cls`` has none.
 
     Building an instance of a frozen slots dataclass without its ``__init__`` means storing each slot through its
-    member descriptor (``descriptor.__set__(instance, value)``: a method call per field) since its ``__setattr__``
-    refuses stores. An instance of the twin — a plain class with the same ``__slots__`` — takes each store as an
-    ordinary attribute store, and then becomes a ``cls`` by ``__class__`` assignment, which CPython allows between
-    classes of the same layout (it checks the layouts each time and raises ``TypeError`` otherwise).
+    member descriptor (``descriptor.__set__(instance, value)``: a method call per field, ≈ 0.1 µs) since its
+    ``__setattr__`` refuses stores. An instance of the twin takes each store as an ordinary attribute store (which
+    CPython specializes to a direct slot write, ≈ 0.01 µs), and then becomes a ``cls`` by ``__class__`` assignment,
+    which CPython allows between classes of the same layout (it checks the layouts each time and raises
+    ``TypeError`` otherwise).
 
-    Only for a class derived directly from ``object``: a twin of a class whose bases hold slots or a frozen
-    ``__setattr__`` (the message classes) would need the same bases and an ``__setattr__`` of its own, and measured
-    slower than the descriptors (PartitionChangeRecord: 6.2 µs against 3.4 µs per record decoded); for
-    ``LogEntry`` the twin measured 0.7–0.8 µs against 1.4–2.1 µs."""
+    For a class derived directly from ``object`` the twin is a plain class with the same ``__slots__``. For one whose
+    bases hold slots or a frozen ``__setattr__`` (the message classes) it is a subclass of ``cls`` that adds no slot
+    and takes ``object``'s own ``__setattr__`` *and* ``__delattr__``: CPython keeps one C slot for the pair, and
+    with either of them inherited from a frozen dataclass every store is dispatched through Python (≈ 0.2 µs, slower
+    than the descriptors: why session 21 measured such a twin at 6.2 µs against 3.4 µs per PartitionChangeRecord
+    decoded). With both, a PartitionChangeRecord is built in 0.51 µs against the descriptors' 1.48 µs
+    (docs/performance.md, "Frozen records built by plain stores")."""
     slots = cls.__dict__.get("__slots__")
-    if (cls.__base__ is not object or type(cls) is not type or not isinstance(slots, tuple)
-            or "__dict__" in slots or "__weakref__" in slots):
+    if type(cls) is not type or not isinstance(slots, tuple) or "__dict__" in slots or "__weakref__" in slots:
         return None
-    twin = type(f"{cls.__name__}Twin", (), {"__slots__": slots, "__module__": cls.__module__,
-                                             "__qualname__": f"{cls.__qualname__}.writable_twin"})
+    names = {"__module__": cls.__module__, "__qualname__": f"{cls.__qualname__}.writable_twin"}
+    if cls.__base__ is object:
+        twin = type(f"{cls.__name__}Twin", (), {"__slots__": slots, **names})
+    else:
+        twin = type(f"{cls.__name__}Twin", (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
+                                                      "__delattr__": object.__delattr__, **names})
     try:
         probe: Any = object.__new__(twin)
         probe.__class__ = cls

@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 from jbod_model.errors import DecodeError, InputError
 from jbod_model.records.metadata import TYPED_RECORDS, MetadataRecord, OpaqueRecord, Record, type_name_of
 from jbod_model.records.schema import MAX_VERSION, FieldSpec, Message, VersionedMessage, fields_of, validate_message
+from jbod_model.slots import writable_twin
 from jbod_model.uuid import Uuid
 
 #: Anything ``struct.unpack_from`` and indexing accept; decoding never copies the input.
@@ -775,11 +776,13 @@ def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) ->
     field's default.
 
     A message is a frozen slots dataclass whose ``__init__`` only stores its keyword arguments (that call is most of
-    the cost of decoding a small record), so the generated code allocates the instance and stores each slot through
-    its descriptor — the same object ``cls(**kwargs)`` builds. The one ``__post_init__`` messages have
-    (``VersionedMessage``: the version is valid) is decided here, once, on the value the instance will hold: an
-    invalid one makes the function always defer to the reference decoder, which raises. A class that does
-    anything else on construction is built by calling it."""
+    the cost of decoding a small record), so the generated code allocates an instance of the class's writable twin,
+    stores each slot by a plain store and turns it into a ``cls`` (:func:`jbod_model.slots.writable_twin`; through
+    each slot's descriptor for a class without a twin) — the same object ``cls(**kwargs)`` builds. The one
+    ``__post_init__`` messages have (``VersionedMessage``: the version is valid) is decided here, once, on the value
+    the instance will hold: an invalid one makes the function always defer to the reference decoder, which raises.
+    A class that does anything else on construction is built by calling it."""
+    twin = writable_twin(cls)
     slots: list[tuple[str, str]] = []
     for f in dataclasses.fields(cls):
         descriptor: Any = getattr(cls, f.name, None)
@@ -787,7 +790,7 @@ def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) ->
             slots = []
             break
         value = values.get(f.name) or src.const("default", f.default)
-        slots.append((src.const("set", descriptor.__set__), value))
+        slots.append((f.name if twin is not None else src.const("set", descriptor.__set__), value))
     post_init = getattr(cls, "__post_init__", None)
     if post_init is VersionedMessage.__post_init__:
         version = values.get("version")
@@ -802,9 +805,16 @@ def _emit_construct(src: _Source, cls: type[Message], values: dict[str, str]) ->
     if not slots:
         src.add(1, f"return cls({', '.join(f'{k}={v}' for k, v in values.items())}), pos")
         return
-    src.add(1, "instance = new(cls)")
-    for setter, value in slots:
-        src.add(1, f"{setter}(instance, {value})")
+    if twin is None:
+        src.add(1, "instance = new(cls)")
+        for setter, value in slots:
+            src.add(1, f"{setter}(instance, {value})")
+    else:
+        # Plain stores into the class's writable twin, which then becomes a ``cls`` (jbod_model.slots).
+        src.add(1, f"instance = new({src.const('twin', twin)})")
+        for name, value in slots:
+            src.add(1, f"instance.{name} = {value}")
+        src.add(1, "instance.__class__ = cls")
     src.add(1, "return instance, pos")
 
 

@@ -11,6 +11,7 @@ from jbod_model.records.entry import LogEntry
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.simulator.churn import ChurnSpec, churn_log
 from jbod_model.slots import gc_paused, gc_paused_iteration
+from jbod_model.uuid import Uuid
 
 
 def test_items_are_produced_with_the_collector_off_and_consumed_with_it_on() -> None:
@@ -76,15 +77,41 @@ def test_writable_twins_only_for_plain_slots_classes_and_what_they_build_stays_f
 
     from jbod_model.records.entry import LogEntry, new_log_entry
     from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
-    from jbod_model.slots import writable_twin
+    from jbod_model.slots import slot_constructor, writable_twin
 
     assert writable_twin(LogEntry) is not None
-    assert writable_twin(PartitionChangeRecord) is None  # bases with slots and a frozen __setattr__
     entry = new_log_entry(5, NoOpRecord(), 5, 1, 2, "s")
     assert type(entry) is LogEntry and entry == LogEntry(5, NoOpRecord(), 5, 1, 2, "s")
     assert hash(entry) == hash(LogEntry(5, NoOpRecord(), 5, 1, 2, "s"))
     with pytest.raises(FrozenInstanceError):
         entry.offset = 6  # type: ignore[misc]
+
+    # A class whose bases hold slots and a frozen __setattr__ (every message) gets a subclass as its twin; what it
+    # builds is a plain frozen record again, and the twin never escapes.
+    twin = writable_twin(PartitionChangeRecord)
+    assert twin is not None and issubclass(twin, PartitionChangeRecord)
+    made = slot_constructor(PartitionChangeRecord)(1, 7, Uuid(1, 2), (3, 5), 3, None, None, None, -1, None, None, None)
+    expected = PartitionChangeRecord(version=1, partition_id=7, topic_id=Uuid(1, 2), isr=(3, 5), leader=3)
+    assert type(made) is PartitionChangeRecord and made == expected and hash(made) == hash(expected)
+    with pytest.raises(FrozenInstanceError):
+        made.leader = 4  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        del made.leader  # type: ignore[misc]
+    assert writable_twin(dict) is None  # no slots
+
+
+def test_a_twin_takes_plain_stores_only_with_both_of_objects_attribute_hooks() -> None:
+    """CPython keeps one C slot for ``__setattr__`` and ``__delattr__``: a twin that took ``object``'s
+    ``__setattr__`` alone would inherit the frozen ``__delattr__`` and have every store dispatched through Python,
+    which is slower than the descriptors the twin replaces. What the subclass twin must hold, checked where it is
+    made, since nothing else would notice (the records built are the same either way)."""
+    from jbod_model.records.metadata import PartitionChangeRecord
+    from jbod_model.slots import writable_twin
+
+    twin = writable_twin(PartitionChangeRecord)
+    assert twin is not None
+    assert twin.__dict__["__setattr__"] is object.__setattr__ and twin.__dict__["__delattr__"] is object.__delattr__
+    assert twin.__dict__["__slots__"] == ()  # the same layout as the record, or __class__ assignment fails
 
 
 def test_a_replay_of_many_entries_reads_and_replays_them_with_the_collector_off() -> None:
