@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import operator
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from jbod_model.records.entry import LogEntry, new_log_entry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
 from jbod_model.records.json_codec import record_from_json, record_to_json, typed_record_reader
 from jbod_model.records.metadata import RegisterBrokerRecord
-from jbod_model.slots import slot_constructor
+from jbod_model.slots import slot_constructor, slot_values
 from jbod_model.stream import RequestEntry, StreamEntry, entry_from_json, entry_to_json
 from jbod_model.uuid import Uuid
 
@@ -307,7 +306,7 @@ def fan_out(row: InputRow, buckets: int) -> Iterator[InputRow]:
 
 #: The fields of an input row that a packet holds per row; ``cluster_id`` and ``bucket`` are the packet's own.
 PACKED_FIELDS = tuple(f.name for f in dataclasses.fields(InputRow) if f.name not in ("cluster_id", "bucket"))
-_packed_values = operator.attrgetter(*PACKED_FIELDS)
+_packed_values = slot_values(InputRow, PACKED_FIELDS)
 
 
 def pack_rows(rows: Iterable[InputRow]) -> bytes:

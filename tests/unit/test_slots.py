@@ -133,3 +133,15 @@ def test_a_replay_of_many_entries_reads_and_replays_them_with_the_collector_off(
     for entry in entries:
         one_by_one.replay(entry)
     assert image.same_state(one_by_one.image)
+
+
+def test_slot_values_reads_the_named_fields_in_order_and_refuses_a_name_that_is_not_a_slot() -> None:
+    from jbod_model.records.entry import LogEntry
+    from jbod_model.records.metadata import NoOpRecord
+    from jbod_model.slots import slot_values
+
+    entry = LogEntry(5, NoOpRecord(), 4, 1, 2, "s")
+    assert slot_values(LogEntry, ("source", "offset", "record"))(entry) == ("s", 5, NoOpRecord())
+    assert slot_values(LogEntry, ())(entry) == ()
+    with pytest.raises(TypeError, match="is not a slot"):
+        slot_values(LogEntry, ("offset", "nope"))
