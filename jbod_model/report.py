@@ -1701,6 +1701,13 @@ class PartitionStatus:
     leaderless_since: LogPosition | None = None
 
 
+#: Positional constructors (:func:`~jbod_model.slots.slot_constructor`) of the rows :func:`build_report` makes one of
+#: per partition and per offline replica: the keyword ``__init__`` of a frozen dataclass stores each field through
+#: ``object.__setattr__``.
+_new_offline_replica: Final = slot_constructor(OfflineReplica)
+_new_partition_status: Final = slot_constructor(PartitionStatus)
+
+
 @dataclass(frozen=True, slots=True)
 class PendingPlacement:
     """A replica whose directory is still a placeholder on a multi-directory broker, and for how long (None when
@@ -1925,8 +1932,7 @@ def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, h
                 count.leaders += int(part.leader == b)
                 if disk.reason is not None:
                     count.offline += 1
-                    replica = OfflineReplica(partition=pref, broker_id=b, directory=ref(d, b), reason=disk.reason,
-                                             in_isr=b in part.isr)
+                    replica = _new_offline_replica(pref, b, ref(d, b), disk.reason, b in part.isr)
                     offline_here.append(replica)
                     offline_by_disk.setdefault((b, d), []).append(replica)
                 if disk.pending_choices is not None:
@@ -1936,11 +1942,11 @@ def build_report(image: MetadataImage, *, paths: DirectoryPaths | None = None, h
                         broker_directories=disk.pending_choices, since=since,
                         age_offsets=since.offsets_until(as_of) if since is not None else None,
                         age_ms=since.ms_until(as_of) if since is not None else None))
-            status = PartitionStatus(
-                partition=pref, leader=part.leader, replicas=part.replicas, isr=part.isr, elr=part.elr,
-                min_isr=min_isr, offline_replicas=tuple(offline_here),
-                leaderless_since=(history.leaderless_since.get((topic.id, pid)) if history is not None
-                                  and part.leader == NO_LEADER else None))
+            # Positionally (slot constructors): one of these per partition, one per offline replica.
+            status = _new_partition_status(
+                pref, part.leader, part.replicas, part.isr, part.elr, min_isr, tuple(offline_here),
+                (history.leaderless_since.get((topic.id, pid)) if history is not None and part.leader == NO_LEADER
+                 else None))
             if part.leader == NO_LEADER:
                 leaderless.append(status)
             if len(part.isr) < min_isr:
