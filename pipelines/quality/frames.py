@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from jbod_model import invariants as inv
 from jbod_model.errors import JbodError
@@ -115,9 +116,34 @@ def make_columns_frame(data: Mapping[str, Any], columns: Mapping[str, str],
     """:func:`make_frame` from its columns (each a list or array of one value per row, all of one length, ``None``
     a null), for a builder that has them as columns already: no dict per row."""
     columns = {**columns, **{column_of(name): "boolean" for name in checks}}
-    frame = pd.DataFrame({name: pd.Series(data[name], dtype=dtype) for name, dtype in columns.items()})
+    frame = pd.DataFrame({name: _series(data[name], dtype) for name, dtype in columns.items()})
     frame.insert(0, "row", pd.Series(range(len(frame)), dtype="Int64"))
     return frame
+
+
+#: pandas' nullable dtypes a list of plain values and None converts to through Arrow: the value types it may hold, the
+#: Arrow type, the value a null's slot holds, and the pandas array of values and a null mask.
+_MASKED: Mapping[str, tuple[frozenset[type], Any, Any, Callable[..., Any]]] = {
+    "Int64": (frozenset({int, type(None)}), "int64", 0, pd.arrays.IntegerArray),
+    "boolean": (frozenset({bool, type(None)}), "bool", False, pd.arrays.BooleanArray),
+}
+
+
+def _series(values: Any, dtype: str) -> pd.Series:
+    """``pd.Series(values, dtype=dtype)``. A list of ints or bools with Nones, most of a frame's columns, converts
+    through Arrow into pandas' values-and-mask array in C: pandas' own conversion of a list into a nullable dtype
+    checks each value in Python (0.136 against 0.025 s for 600 k ints). Anything else — other types, a value Arrow
+    refuses — goes pandas' way, which gives the same result or raises its own error."""
+    masked = _MASKED.get(dtype)
+    if masked is not None and type(values) is list and set(map(type, values)) <= masked[0]:
+        _, arrow_type, filler, array = masked
+        try:
+            arrow = pa.array(values, type=arrow_type)
+        except (pa.ArrowException, OverflowError):
+            return pd.Series(values, dtype=dtype)
+        mask = arrow.is_null().to_numpy(zero_copy_only=False)
+        return pd.Series(array(arrow.fill_null(filler).to_numpy(zero_copy_only=False, writable=True), mask))
+    return pd.Series(values, dtype=dtype)
 
 
 @dataclass(slots=True)
