@@ -933,42 +933,56 @@ class _StreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
-        # Each packet made with the cyclic collector paused (the rows are acyclic; reference counting frees them):
-        # the decoder's window and the pending rows kept surviving young collections into full ones, which walked
-        # every object of the worker — a quarter of a 300 k-record task's CPU (docs/state-design.md, "sixteenth
-        # round"). pyspark's code between two packets runs with the collector as it was.
-        return gc_paused_iteration(self._packets(partition))
-
-    def _packets(self, partition: _Partition) -> Iterator[tuple[Any, ...]]:
-        cluster_id, keys = partition.ci.cluster_id, partition.keys
-        folder = None if partition.parts_root is None else task_folder(partition.parts_root)
-        limit = PACKET_ROWS if folder is None else FILE_ROWS
-
-        def packet(bucket: int, rows: list[InputRow]) -> tuple[Any, ...]:
-            data = pack_rows(rows)
-            if folder is None:
-                return cluster_id, keys[bucket], rows[0].seq, data, None
-            path = part_path(folder, f"input-{bucket}.rows")
-            with open(path, "wb") as out:
-                out.write(data)
-            return cluster_id, keys[bucket], rows[0].seq, None, path
-
-        # Each bucket's rows, in order, until a packet is full: a packet holds consecutive rows of one bucket.
-        pending: list[list[InputRow]] = [[] for _ in keys]
-        for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
-                              final=partition.final, buckets=partition.buckets):
-            for bucket in row_buckets(row, partition.buckets):
-                rows = pending[bucket]
-                rows.append(row)
-                if len(rows) >= limit:
-                    yield packet(bucket, rows)
-                    pending[bucket] = []
-        for bucket, rows in enumerate(pending):
-            if rows:
-                yield packet(bucket, rows)
+        return _read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         self.planner.seen(end)
+
+
+def range_packets(ci: ClusterInput, start: Position, end: Position, policy: ReadPolicy = "fail", *,
+                  final: bool = False, buckets: int = 1, key_partitions: int | None = None,
+                  parts_root: str | None = None) -> Iterator[tuple[Any, ...]]:
+    """The rows a reading task gives Spark for one cluster's range (its packets, each bucket's written under
+    ``parts_root`` when given), exactly as the job's source makes them: what ``benchmarks/source_benchmark.py``
+    times without Spark."""
+    return _read(_Partition(ci, start, end, policy, final, buckets, key_partitions, parts_root))
+
+
+def _read(partition: _Partition) -> Iterator[tuple[Any, ...]]:
+    # Each packet made with the cyclic collector paused (the rows are acyclic; reference counting frees them): the
+    # decoder's window and the pending rows kept surviving young collections into full ones, which walked every
+    # object of the worker — a quarter of a 300 k-record task's CPU (docs/state-design.md, "sixteenth round").
+    # pyspark's code between two packets runs with the collector as it was.
+    return gc_paused_iteration(_packets(partition))
+
+
+def _packets(partition: _Partition) -> Iterator[tuple[Any, ...]]:
+    cluster_id, keys = partition.ci.cluster_id, partition.keys
+    folder = None if partition.parts_root is None else task_folder(partition.parts_root)
+    limit = PACKET_ROWS if folder is None else FILE_ROWS
+
+    def packet(bucket: int, rows: list[InputRow]) -> tuple[Any, ...]:
+        data = pack_rows(rows)
+        if folder is None:
+            return cluster_id, keys[bucket], rows[0].seq, data, None
+        path = part_path(folder, f"input-{bucket}.rows")
+        with open(path, "wb") as out:
+            out.write(data)
+        return cluster_id, keys[bucket], rows[0].seq, None, path
+
+    # Each bucket's rows, in order, until a packet is full: a packet holds consecutive rows of one bucket.
+    pending: list[list[InputRow]] = [[] for _ in keys]
+    for row in read_range(partition.ci, partition.start, partition.end, partition.policy,
+                          final=partition.final, buckets=partition.buckets):
+        for bucket in row_buckets(row, partition.buckets):
+            rows = pending[bucket]
+            rows.append(row)
+            if len(rows) >= limit:
+                yield packet(bucket, rows)
+                pending[bucket] = []
+    for bucket, rows in enumerate(pending):
+        if rows:
+            yield packet(bucket, rows)
 
 
 class KraftMetadataSource(DataSource):
