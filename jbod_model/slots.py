@@ -35,9 +35,9 @@ def writable_twin(cls: type) -> type | None:
     bases hold slots or a frozen ``__setattr__`` (the message classes) it is a subclass of ``cls`` that adds no slot
     and takes ``object``'s own ``__setattr__`` *and* ``__delattr__``: CPython keeps one C slot for the pair, and
     with either of them inherited from a frozen dataclass every store is dispatched through Python (≈ 0.2 µs, slower
-    than the descriptors: why session 21 measured such a twin at 6.2 µs against 3.4 µs per PartitionChangeRecord
-    decoded). With both, a PartitionChangeRecord is built in 0.51 µs against the descriptors' 1.48 µs
-    (docs/performance.md, "Frozen records built by plain stores")."""
+    than the descriptors: why an earlier session measured such a twin at 6.2 µs against 3.4 µs per
+    PartitionChangeRecord decoded). With both, a PartitionChangeRecord is built in 0.51 µs against the
+    descriptors' 1.48 µs (docs/performance.md, "Frozen records built by plain stores")."""
     slots = cls.__dict__.get("__slots__")
     if type(cls) is not type or not isinstance(slots, tuple) or "__dict__" in slots or "__weakref__" in slots:
         return None

@@ -130,10 +130,10 @@ _MASKED: Mapping[str, tuple[frozenset[type], Any, Any, Callable[..., Any]]] = {
 
 
 def _series(values: Any, dtype: str) -> pd.Series:
-    """``pd.Series(values, dtype=dtype)``. A list of ints or bools with Nones, most of a frame's columns, converts
-    through Arrow into pandas' values-and-mask array in C: pandas' own conversion of a list into a nullable dtype
-    checks each value in Python (0.136 against 0.025 s for 600 k ints). Anything else — other types, a value Arrow
-    refuses — goes pandas' way, which gives the same result or raises its own error."""
+    """``pd.Series(values, dtype=dtype)``. A list of ints or bools with Nones (a frame's number and flag columns)
+    converts through Arrow into pandas' values-and-mask array in C: pandas' own conversion of a list into a nullable
+    dtype checks each value in Python (0.136 against 0.025 s for 600 k ints). Anything else — other types, a value
+    Arrow refuses — goes pandas' way, which gives the same result or raises its own error."""
     masked = _MASKED.get(dtype)
     if masked is not None and type(values) is list and set(map(type, values)) <= masked[0]:
         _, arrow_type, filler, array = masked

@@ -1,4 +1,5 @@
-"""A check frame's nullable columns: the fast conversion of a list (through Arrow) is pandas' own conversion."""
+"""A check frame's nullable columns (``make_columns_frame``): the fast conversion of a list (through Arrow) is pandas'
+own conversion."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.quality.frames import _series
+from pipelines.quality.frames import make_columns_frame
 
 _INT64 = st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1)
 _VALUES = st.one_of(
@@ -19,6 +20,10 @@ _VALUES = st.one_of(
     st.lists(st.none() | st.booleans()),
     st.lists(st.none() | _INT64 | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=2)),
 )
+
+
+def _column(values: list[Any], dtype: str) -> pd.Series:
+    return make_columns_frame({"c": values}, {"c": dtype})["c"]
 
 
 def _outcome(make: Any) -> tuple[str, Any]:
@@ -33,7 +38,8 @@ def _outcome(make: Any) -> tuple[str, Any]:
 @settings(max_examples=300, deadline=None)
 @given(values=_VALUES, dtype=st.sampled_from(["Int64", "boolean", "string", "object"]))
 def test_a_column_is_the_series_pandas_makes_of_the_list(values: list[Any], dtype: str) -> None:
-    fast, reference = _outcome(lambda: _series(values, dtype)), _outcome(lambda: pd.Series(values, dtype=dtype))
+    fast = _outcome(lambda: _column(values, dtype))
+    reference = _outcome(lambda: pd.Series(values, dtype=dtype, name="c"))
     assert fast[0] == reference[0]
     if fast[0] == "ok":
         assert fast[1].dtype == reference[1].dtype
@@ -47,6 +53,6 @@ def test_a_column_is_the_series_pandas_makes_of_the_list(values: list[Any], dtyp
     ([], "boolean"),
 ])
 def test_nulls_stay_null_and_values_keep_their_places(values: list[Any], dtype: str) -> None:
-    series = _series(values, dtype)
+    series = _column(values, dtype)
     assert str(series.dtype) == dtype
     assert [None if pd.isna(v) else v for v in series.tolist()] == values
