@@ -64,6 +64,7 @@ from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
 from jbod_model.records.json_codec import record_to_json
+from jbod_model.records.metadata import PartitionChangeRecord
 from jbod_model.replicas import ReplicaState
 from jbod_model.slots import gc_paused
 from jbod_model.stream import RequestEntry
@@ -595,12 +596,29 @@ class RowSink:
             obj = record_to_json(entry.record)
             type_name, version, payload = obj["type"], obj["version"], obj.get("payload")
             data = None if obj.get("data") is None else dumps(obj["data"])
+        self._record_row(entry, at, entry.offset if offset is None else offset, type_name, version, data, payload,
+                         origin, snapshot_index, applied)
+
+    def _record_row(self, entry: LogEntry, at: int, offset: int, type_name: str, version: int, data: str | None,
+                    payload: str | None, origin: str, snapshot_index: int | None, applied: int | None) -> None:
         # What add() appends, built as one tuple: a bronze row for every record of the log.
         self._table("records").append((
-            self.count * self.buckets + self.bucket, at, entry.offset if offset is None else offset,
-            entry.batch_base_offset, entry.leader_epoch, entry.timestamp, type_name, version, data, payload,
-            entry.source, origin, snapshot_index, applied))
+            self.count * self.buckets + self.bucket, at, offset, entry.batch_base_offset, entry.leader_epoch,
+            entry.timestamp, type_name, version, data, payload, entry.source, origin, snapshot_index, applied))
         self.count += 1
+
+    def partition_change(self, row: Sequence[Any], entry: LogEntry, topic_name: str,
+                         registration: PartitionRegistration) -> None:
+        """The rows of the step ``IncrementalReplayer.replay`` gives for ``entry``, a change that moves no replica,
+        replayed without that step by ``IncrementalReplayer.replay_partition_change`` (which gave ``topic_name`` and
+        the ``registration`` after it): as :meth:`step` writes such a step, its bronze row — from its input row
+        ``row``, as :meth:`remember` and :meth:`record` take it — then its partition row (a partition record is its
+        bucket's own, so :func:`owned_routed_step` keeps both)."""
+        offset = entry.offset
+        self._record_row(entry, offset, offset, row[TYPE], row[VERSION], row[DATA], row[PAYLOAD], self.origin, None,
+                         offset)
+        record = cast("PartitionChangeRecord", entry.record)
+        self._partition_row(offset, entry.timestamp, record.topic_id, record.partition_id, topic_name, registration)
 
     def step(self, step: Step) -> None:
         """Bronze rows for the step's records, then one event per changed key: of the rows this bucket owns
@@ -631,26 +649,29 @@ class RowSink:
     def _partitions(self, step: Step) -> None:
         """The step's ``partition`` events: what :meth:`event` adds, each row built as one tuple (≈ one row per
         record of a log: a PartitionChangeRecord changes one partition), the topic ids' texts kept."""
-        rows = self._table("partition")
-        topic_texts, directory_texts = self._topic_texts, self._directory_texts
-        offset, timestamp, buckets, bucket = step.offset, step.timestamp, self.buckets, self.bucket
         for change in step.partitions:
-            p = change.new
-            if p is None:
+            if change.new is None:
                 self.event("partition", (str(change.topic_id), change.partition_id), step, None)
-                continue
-            topic = topic_texts.get(change.topic_id)
-            if topic is None:
-                topic = topic_texts[change.topic_id] = str(change.topic_id)
-            directories = directory_texts.get(p.directories)
-            if directories is None:
-                directories = directory_texts[p.directories] = [str(d) for d in p.directories]
-            # The sink's partition row (_sink_schema): ord, at, the key, o, t, the registration's columns, removed.
-            rows.append((self.count * buckets + bucket, offset, topic, change.partition_id, offset, timestamp,
-                         change.topic_name, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
-                         p.leader_recovery_state, directories, p.adding_replicas, p.removing_replicas, p.elr,
-                         p.last_known_elr, False))
-            self.count += 1
+            else:
+                self._partition_row(step.offset, step.timestamp, change.topic_id, change.partition_id,
+                                    change.topic_name, change.new)
+
+    def _partition_row(self, offset: int, timestamp: int | None, topic_id: Uuid, partition_id: int, topic_name: str,
+                       p: PartitionRegistration) -> None:
+        """The ``partition`` event of a registration changed at ``offset``: what :meth:`event` adds, built as one
+        tuple, the topic ids' texts and the directories' texts kept."""
+        topic = self._topic_texts.get(topic_id)
+        if topic is None:
+            topic = self._topic_texts[topic_id] = str(topic_id)
+        directories = self._directory_texts.get(p.directories)
+        if directories is None:
+            directories = self._directory_texts[p.directories] = [str(d) for d in p.directories]
+        # The sink's partition row (_sink_schema): ord, at, the key, o, t, the registration's columns, removed.
+        self._table("partition").append((
+            self.count * self.buckets + self.bucket, offset, topic, partition_id, offset, timestamp, topic_name,
+            p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.leader_recovery_state, directories,
+            p.adding_replicas, p.removing_replicas, p.elr, p.last_known_elr, False))
+        self.count += 1
 
     def _replica(self, step: Step, r: ReplicaChange) -> None:
         topic_id, partition_id, broker_id = r.key
@@ -849,6 +870,13 @@ def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
                 snapshot = []
             entry = row_to_entry(row, cluster_id)
             if kind == "record":
+                if controller is None and type(entry) is LogEntry:
+                    # Most of a log: a leader or ISR change, whose step would be one partition row. Replayed and
+                    # written without building the step (IncrementalReplayer.replay_partition_change).
+                    changed = replayer.replay_partition_change(entry)
+                    if changed is not None:
+                        sink.partition_change(row, entry, *changed)
+                        continue
                 sink.remember(row)
             if isinstance(entry, RequestEntry):
                 if controller is None:

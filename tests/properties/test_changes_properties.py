@@ -24,6 +24,7 @@ from test_replay_properties import SETTINGS, Stream, valid_streams
 from jbod_model.changes import DictImageStore, IncrementalReplayer, Step, replay_incrementally
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
+from jbod_model.records.metadata import PartitionChangeRecord
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 
@@ -199,6 +200,53 @@ def test_the_single_record_fast_path_gives_the_reference_steps_and_writes(data: 
         reference = _ReferenceSteps(reference_store, reference_pending)
         for entry in entries[lo:hi]:
             assert fast.replay(entry) == reference.replay(entry), f"the steps differ at offset {entry.offset}"
+        assert fast.writes() == reference.writes()
+        fast_store.apply(fast.writes())
+        reference_store.apply(reference.writes())
+        fast_pending, reference_pending = fast.pending_transaction(), reference.pending_transaction()
+    assert fast_store.image().same_state(reference_store.image())
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_partition_change_replayed_alone_is_the_step_replay_would_give(data: st.DataObject) -> None:
+    """``IncrementalReplayer.replay_partition_change`` is a second implementation of ``replay`` for the changes that
+    move no replica: over any batching, each entry it takes is one whose reference step holds that entry alone and
+    one partition change — the same topic name and registration after — and nothing else; each entry it leaves to
+    ``replay`` gets the reference step there; the writes and the stored image are the reference's. It must take
+    every leader or ISR change of a known partition outside a transaction (checked against the record itself)."""
+    entries = data.draw(valid_streams()).entries()
+    n = len(entries)
+    cuts = sorted(data.draw(st.lists(st.integers(1, max(1, n - 1)), unique=True, max_size=6))) if n > 1 else []
+    fast_store, reference_store = DictImageStore(), DictImageStore()
+    fast_pending: tuple[LogEntry, ...] = ()
+    reference_pending: tuple[LogEntry, ...] = ()
+    for lo, hi in pairwise([0, *cuts, n]):
+        fast = IncrementalReplayer(fast_store, fast_pending)
+        reference = _ReferenceSteps(reference_store, reference_pending)
+        for entry in entries[lo:hi]:
+            in_transaction = fast.in_transaction
+            taken = fast.replay_partition_change(entry)
+            expected = reference.replay(entry)
+            record = entry.record
+            moves_none = (isinstance(record, PartitionChangeRecord) and record.replicas is None
+                          and record.directories is None and record.adding_replicas is None
+                          and record.removing_replicas is None)
+            if taken is None:
+                assert not (moves_none and not in_transaction and expected is not None
+                            and expected.partitions and expected.partitions[0].old is not None
+                            and expected.partitions[0].old.directories), \
+                    f"a change that moves no replica left to replay() at offset {entry.offset}"
+                assert fast.replay(entry) == expected, f"the steps differ at offset {entry.offset}"
+                continue
+            assert moves_none
+            assert expected is not None, f"no step at offset {entry.offset}"
+            (change,) = expected.partitions
+            assert (expected.entries, expected.offset, expected.timestamp) == ((entry,), entry.offset, entry.timestamp)
+            assert not (expected.aborted or expected.features or expected.brokers or expected.topics
+                        or expected.replicas or expected.replica_groups or expected.snapshot)
+            assert (change.topic_id, change.partition_id) == (record.topic_id, record.partition_id)
+            assert taken == (change.topic_name, change.new), f"the change differs at offset {entry.offset}"
         assert fast.writes() == reference.writes()
         fast_store.apply(fast.writes())
         reference_store.apply(reference.writes())

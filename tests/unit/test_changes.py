@@ -177,6 +177,48 @@ class TestReads:
         assert store.reads.get("broker", 0) == 0
 
 
+class TestPartitionChangeAlone:
+    """``IncrementalReplayer.replay_partition_change``: a change that moves no replica, replayed without its step."""
+
+    def test_a_leader_and_isr_change_gives_the_registration_replay_gives_and_writes_it(self) -> None:
+        store, n = loaded()
+        [entry] = entries([pcr(pid=1, isr=(2,), leader=2)], n)
+        replayer = IncrementalReplayer(store)
+        taken = replayer.replay_partition_change(entry)
+        [step] = run(loaded()[0], [entry.record], n)
+        assert taken == ("foo", step.partitions[0].new)
+        assert taken[1].leader == 2 and taken[1].isr == (2,) and taken[1].leader_epoch == 1
+        assert replayer.writes().partitions == {(T1, 1): taken[1]} and replayer.last_offset == n
+        # The next change on the partition starts from this one (the batch's pending write), not from the store.
+        second = replayer.replay_partition_change(entries([pcr(pid=1, isr=(2, 3))], n + 1)[0])
+        assert second is not None and second[1].isr == (2, 3) and second[1].partition_epoch == 2
+        assert second[1].leader_epoch == 1
+
+    @pytest.mark.parametrize("record", [
+        pcr(replicas=(1, 3), directories=(D1, D3)),   # a reassignment moves replicas
+        pcr(directories=(D1B, D2)),                    # a move between disks
+        pcr(adding_replicas=(3,)),
+        pcr(removing_replicas=(2,)),
+        pcr(pid=7, isr=(1,)),                          # an unknown partition: replay() says what is wrong
+        pcr(tid=Uuid(5, 5), isr=(1,)),                 # an unknown topic
+        part([1, 2], [D1, D2], pid=5),                 # not a change
+    ])
+    def test_anything_else_is_left_to_replay_and_nothing_is_written(self, record: Record) -> None:
+        store, n = loaded()
+        replayer = IncrementalReplayer(store)
+        [entry] = entries([record], n)
+        assert replayer.replay_partition_change(entry) is None
+        assert replayer.writes().partitions == {} and replayer.last_offset == n - 1
+
+    def test_a_change_inside_a_metadata_transaction_is_left_to_replay(self) -> None:
+        store, n = loaded()
+        replayer = IncrementalReplayer(store)
+        begin, change = entries([BeginTransactionRecord(name="t"), pcr(isr=(1,))], n)
+        assert replayer.replay(begin) is None
+        assert replayer.replay_partition_change(change) is None
+        assert replayer.writes().partitions == {}
+
+
 class TestTransactions:
     def test_a_transaction_is_one_step_at_its_end_even_across_batches(self) -> None:
         store, n = loaded()

@@ -316,6 +316,44 @@ def test_a_cluster_split_over_buckets_writes_what_one_bucket_writes(buckets: int
     assert sorted(split) == sorted(single) and split["replica_assignments"]
 
 
+@pytest.mark.parametrize("buckets", [1, 3])
+def test_the_changes_replayed_without_their_steps_write_the_rows_their_steps_write(
+        buckets: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``replay_bucket`` hands a change that moves no replica to ``IncrementalReplayer.replay_partition_change`` and
+    writes its rows itself (``RowSink.partition_change``). Batch after batch, in every bucket, that writes exactly
+    the rows — every table, column and ``ord`` — of the same batches with every record replayed as a step."""
+    entries = churn_log(ChurnSpec(seed=7, brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=4,
+                                  replication_factor=2, operations=60, noop_share=0.1))
+    taken = 0
+    replay_alone = processor.IncrementalReplayer.replay_partition_change
+
+    def counted(self: Any, entry: LogEntry) -> Any:
+        nonlocal taken
+        found = replay_alone(self, entry)
+        taken += found is not None
+        return found
+
+    def outputs(alone: bool) -> list[dict[str, list[dict[str, Any]]]]:
+        monkeypatch.setattr(processor.IncrementalReplayer, "replay_partition_change",
+                            counted if alone else lambda self, entry: None)
+        states = [({name: FakeMapState() for name in MAP_STATES}, FakeValueState()) for _ in range(buckets)]
+        out = []
+        for i in range(0, len(entries), 9):
+            rows = [r for e in entries[i:i + 9]
+                    for r in fan_out(entry_to_row("c", "record", e.offset, e, buckets=buckets), buckets)]
+            for bucket, (maps, meta) in enumerate(states):
+                mine = [packed_row(dataclasses.asdict(r)) for r in rows if r.bucket == bucket]
+                sink = replay_bucket("c", mine, meta, maps, bucket, buckets)  # type: ignore[arg-type]
+                out.append({name: table.to_pylist() for name, table in sorted(sink_output(sink).items())})
+        return out
+
+    assert outputs(alone=True) == outputs(alone=False)
+    # Most leader and ISR changes went the short way (those inside a metadata transaction did not).
+    changes = sum(isinstance(e.record, PartitionChangeRecord) and e.record.replicas is None
+                  and e.record.directories is None for e in entries)
+    assert changes > 20 and taken >= 0.7 * changes, (taken, changes)
+
+
 def _batch(*rows: dict[str, Any]) -> dict[str, pa.Table]:
     """A batch of the buckets' rows as the sink gets them: ``bucket`` and ``at`` beside each table's columns."""
     tables = batch_tables(rows)
