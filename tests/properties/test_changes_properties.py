@@ -14,6 +14,7 @@ store written back after every batch and open transactions carried over:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -184,11 +185,11 @@ class _ReferenceSteps(IncrementalReplayer):
         return None
 
 
-@SETTINGS
-@given(data=st.data())
-def test_the_single_record_fast_path_gives_the_reference_steps_and_writes(data: st.DataObject) -> None:
-    """``IncrementalReplayer._single_record_step`` (NoOps, leader and ISR changes) is a second implementation of
-    ``_step``: over any batching, the same steps, the same writes and the same stored image."""
+def _against_the_reference_steps(data: st.DataObject,
+                                 compare: Callable[[IncrementalReplayer, _ReferenceSteps, LogEntry], None]) -> None:
+    """A generated valid stream cut into arbitrary batches, replayed entry by entry by an :class:`IncrementalReplayer`
+    and by :class:`_ReferenceSteps` over stores of their own (``compare`` replays each entry on both and compares),
+    the writes compared after every batch and the stored images at the end."""
     entries = data.draw(valid_streams()).entries()
     n = len(entries)
     cuts = sorted(data.draw(st.lists(st.integers(1, max(1, n - 1)), unique=True, max_size=6))) if n > 1 else []
@@ -199,12 +200,23 @@ def test_the_single_record_fast_path_gives_the_reference_steps_and_writes(data: 
         fast = IncrementalReplayer(fast_store, fast_pending)
         reference = _ReferenceSteps(reference_store, reference_pending)
         for entry in entries[lo:hi]:
-            assert fast.replay(entry) == reference.replay(entry), f"the steps differ at offset {entry.offset}"
+            compare(fast, reference, entry)
         assert fast.writes() == reference.writes()
         fast_store.apply(fast.writes())
         reference_store.apply(reference.writes())
         fast_pending, reference_pending = fast.pending_transaction(), reference.pending_transaction()
     assert fast_store.image().same_state(reference_store.image())
+
+
+@SETTINGS
+@given(data=st.data())
+def test_the_single_record_fast_path_gives_the_reference_steps_and_writes(data: st.DataObject) -> None:
+    """``IncrementalReplayer._single_record_step`` (NoOps, leader and ISR changes) is a second implementation of
+    ``_step``: over any batching, the same steps, the same writes and the same stored image."""
+    def compare(fast: IncrementalReplayer, reference: _ReferenceSteps, entry: LogEntry) -> None:
+        assert fast.replay(entry) == reference.replay(entry), f"the steps differ at offset {entry.offset}"
+
+    _against_the_reference_steps(data, compare)
 
 
 @SETTINGS
@@ -215,40 +227,28 @@ def test_a_partition_change_replayed_alone_is_the_step_replay_would_give(data: s
     one partition change — the same topic name and registration after — and nothing else; each entry it leaves to
     ``replay`` gets the reference step there; the writes and the stored image are the reference's. It must take
     every leader or ISR change of a known partition outside a transaction (checked against the record itself)."""
-    entries = data.draw(valid_streams()).entries()
-    n = len(entries)
-    cuts = sorted(data.draw(st.lists(st.integers(1, max(1, n - 1)), unique=True, max_size=6))) if n > 1 else []
-    fast_store, reference_store = DictImageStore(), DictImageStore()
-    fast_pending: tuple[LogEntry, ...] = ()
-    reference_pending: tuple[LogEntry, ...] = ()
-    for lo, hi in pairwise([0, *cuts, n]):
-        fast = IncrementalReplayer(fast_store, fast_pending)
-        reference = _ReferenceSteps(reference_store, reference_pending)
-        for entry in entries[lo:hi]:
-            in_transaction = fast.in_transaction
-            taken = fast.replay_partition_change(entry)
-            expected = reference.replay(entry)
-            record = entry.record
-            moves_none = (isinstance(record, PartitionChangeRecord) and record.replicas is None
-                          and record.directories is None and record.adding_replicas is None
-                          and record.removing_replicas is None)
-            if taken is None:
-                assert not (moves_none and not in_transaction and expected is not None
-                            and expected.partitions and expected.partitions[0].old is not None
-                            and expected.partitions[0].old.directories), \
-                    f"a change that moves no replica left to replay() at offset {entry.offset}"
-                assert fast.replay(entry) == expected, f"the steps differ at offset {entry.offset}"
-                continue
-            assert moves_none
-            assert expected is not None, f"no step at offset {entry.offset}"
-            (change,) = expected.partitions
-            assert (expected.entries, expected.offset, expected.timestamp) == ((entry,), entry.offset, entry.timestamp)
-            assert not (expected.aborted or expected.features or expected.brokers or expected.topics
-                        or expected.replicas or expected.replica_groups or expected.snapshot)
-            assert (change.topic_id, change.partition_id) == (record.topic_id, record.partition_id)
-            assert taken == (change.topic_name, change.new), f"the change differs at offset {entry.offset}"
-        assert fast.writes() == reference.writes()
-        fast_store.apply(fast.writes())
-        reference_store.apply(reference.writes())
-        fast_pending, reference_pending = fast.pending_transaction(), reference.pending_transaction()
-    assert fast_store.image().same_state(reference_store.image())
+    def compare(fast: IncrementalReplayer, reference: _ReferenceSteps, entry: LogEntry) -> None:
+        in_transaction = fast.in_transaction
+        taken = fast.replay_partition_change(entry)
+        expected = reference.replay(entry)
+        record = entry.record
+        moves_none = (isinstance(record, PartitionChangeRecord) and record.replicas is None
+                      and record.directories is None and record.adding_replicas is None
+                      and record.removing_replicas is None)
+        if taken is None:
+            assert not (moves_none and not in_transaction and expected is not None
+                        and expected.partitions and expected.partitions[0].old is not None
+                        and expected.partitions[0].old.directories), \
+                f"a change that moves no replica left to replay() at offset {entry.offset}"
+            assert fast.replay(entry) == expected, f"the steps differ at offset {entry.offset}"
+            return
+        assert moves_none
+        assert expected is not None, f"no step at offset {entry.offset}"
+        (change,) = expected.partitions
+        assert (expected.entries, expected.offset, expected.timestamp) == ((entry,), entry.offset, entry.timestamp)
+        assert not (expected.aborted or expected.features or expected.brokers or expected.topics
+                    or expected.replicas or expected.replica_groups or expected.snapshot)
+        assert (change.topic_id, change.partition_id) == (record.topic_id, record.partition_id)
+        assert taken == (change.topic_name, change.new), f"the change differs at offset {entry.offset}"
+
+    _against_the_reference_steps(data, compare)
