@@ -85,9 +85,10 @@ CHUNK_DIRECTORY_TABLE_MAX = 1024
 
 def _partition_text(p: PartitionRegistration, directory_index: Callable[[Uuid], int]) -> str:
     """A partition registration as a positional JSON array, its directories as indices into its chunk's table."""
-    return dumps([list(p.replicas), [directory_index(d) for d in p.directories], list(p.isr),
-                  list(p.removing_replicas), list(p.adding_replicas), list(p.elr), list(p.last_known_elr), p.leader,
-                  p.leader_recovery_state, p.leader_epoch, p.partition_epoch])
+    # The registration's tuples as they are: both JSON writers write a tuple as the list it holds.
+    return dumps([p.replicas, [directory_index(d) for d in p.directories], p.isr, p.removing_replicas,
+                  p.adding_replicas, p.elr, p.last_known_elr, p.leader, p.leader_recovery_state, p.leader_epoch,
+                  p.partition_epoch])
 
 
 def _partition_of_text(text: str, directories: Sequence[Uuid]) -> PartitionRegistration:
