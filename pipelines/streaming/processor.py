@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import MapState, ValueState
 
-from jbod_model.buckets import cluster_halt, owned_routed_step, past_halt
+from jbod_model.buckets import cluster_halt, owned_routed_step, past_halt, record_owner
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -646,6 +646,15 @@ class RowSink:
         for g in step.replica_groups:
             self._replica_group(step, g)
 
+    def noop(self, row: Sequence[Any], entry: LogEntry) -> None:
+        """The rows of the step ``IncrementalReplayer.replay`` gives for ``entry``, a NoOpRecord replayed without that
+        step by ``IncrementalReplayer.replay_noop``: its bronze row, from its input row ``row``, in the bucket that
+        writes it (:func:`record_owner`; :meth:`step` leaves it to that bucket through :func:`owned_routed_step`)."""
+        if self.buckets == 1 or self.bucket == record_owner(entry.record, self.buckets):
+            offset = entry.offset
+            self._record_row(entry, offset, offset, row[TYPE], row[VERSION], row[DATA], row[PAYLOAD], self.origin,
+                             None, offset)
+
     def _partitions(self, step: Step) -> None:
         """The step's ``partition`` events: what :meth:`event` adds, each row built as one tuple (≈ one row per
         record of a log: a PartitionChangeRecord changes one partition), the topic ids' texts kept."""
@@ -876,6 +885,10 @@ def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
                     changed = replayer.replay_partition_change(entry)
                     if changed is not None:
                         sink.partition_change(row, entry, *changed)
+                        continue
+                    # A NoOp, most of a quiet cluster's log: its step would be its bronze row alone.
+                    if replayer.replay_noop(entry):
+                        sink.noop(row, entry)
                         continue
                 sink.remember(row)
             if isinstance(entry, RequestEntry):

@@ -25,7 +25,7 @@ from test_replay_properties import SETTINGS, Stream, valid_streams
 from jbod_model.changes import DictImageStore, IncrementalReplayer, Step, replay_incrementally
 from jbod_model.image import MetadataImage
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import PartitionChangeRecord
+from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord
 from jbod_model.replay import Replayer, replay_entries
 from jbod_model.replicas import replica_view
 
@@ -250,5 +250,26 @@ def test_a_partition_change_replayed_alone_is_the_step_replay_would_give(data: s
                     or expected.replicas or expected.replica_groups or expected.snapshot)
         assert (change.topic_id, change.partition_id) == (record.topic_id, record.partition_id)
         assert taken == (change.topic_name, change.new), f"the change differs at offset {entry.offset}"
+
+    _against_the_reference_steps(data, compare)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_noop_replayed_alone_is_the_step_replay_would_give(data: st.DataObject) -> None:
+    """``IncrementalReplayer.replay_noop`` is a second implementation of ``replay`` for a NoOpRecord outside a
+    metadata transaction: over any batching, each entry it takes is one whose reference step holds that entry alone
+    and changes nothing, it takes every such NoOp, and each entry it leaves gets the reference step from ``replay``;
+    the writes (the log's offset among them) and the stored image are the reference's."""
+    def compare(fast: IncrementalReplayer, reference: _ReferenceSteps, entry: LogEntry) -> None:
+        in_transaction = fast.in_transaction
+        taken = fast.replay_noop(entry)
+        expected = reference.replay(entry)
+        if not taken:
+            assert in_transaction or not isinstance(entry.record, NoOpRecord), f"a NoOp left at {entry.offset}"
+            assert fast.replay(entry) == expected, f"the steps differ at offset {entry.offset}"
+            return
+        assert expected == Step(offset=entry.offset, timestamp=entry.timestamp, entries=(entry,)), \
+            f"the step differs at offset {entry.offset}"
 
     _against_the_reference_steps(data, compare)

@@ -219,6 +219,26 @@ class TestPartitionChangeAlone:
         assert replayer.writes().partitions == {}
 
 
+class TestNoOpAlone:
+    """``IncrementalReplayer.replay_noop``: a NoOpRecord replayed without its step."""
+
+    def test_a_noop_moves_the_log_offset_and_writes_nothing_else(self) -> None:
+        store, n = loaded()
+        replayer = IncrementalReplayer(store)
+        [entry] = entries([NoOpRecord()], n)
+        assert replayer.replay_noop(entry)
+        assert replayer.last_offset == n and replayer.writes().partitions == {} and replayer.writes().brokers == {}
+
+    def test_a_noop_inside_a_metadata_transaction_or_another_record_is_left_to_replay(self) -> None:
+        store, n = loaded()
+        replayer = IncrementalReplayer(store)
+        change, begin, noop = entries([pcr(isr=(1,)), BeginTransactionRecord(name="t"), NoOpRecord()], n)
+        assert not replayer.replay_noop(change)
+        assert replayer.replay(begin) is None
+        assert not replayer.replay_noop(noop)
+        assert replayer.last_offset == n - 1
+
+
 class TestTransactions:
     def test_a_transaction_is_one_step_at_its_end_even_across_batches(self) -> None:
         store, n = loaded()

@@ -4,6 +4,7 @@ Also checks that the operator's per-batch state traffic does not grow with the c
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import weakref
@@ -317,25 +318,33 @@ def test_a_cluster_split_over_buckets_writes_what_one_bucket_writes(buckets: int
 
 
 @pytest.mark.parametrize("buckets", [1, 3])
-def test_the_changes_replayed_without_their_steps_write_the_rows_their_steps_write(
+def test_the_records_replayed_without_their_steps_write_the_rows_their_steps_write(
         buckets: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """``replay_bucket`` hands a change that moves no replica to ``IncrementalReplayer.replay_partition_change`` and
-    writes its rows itself (``RowSink.partition_change``). Batch after batch, in every bucket, that writes exactly
-    the rows — every table, column and ``ord`` — of the same batches with every record replayed as a step."""
+    a NoOp to ``IncrementalReplayer.replay_noop``, and writes their rows itself (``RowSink.partition_change``,
+    ``RowSink.noop``). Batch after batch, in every bucket, that writes exactly the rows — every table, column and
+    ``ord`` — of the same batches with every record replayed as a step."""
     entries = churn_log(ChurnSpec(seed=7, brokers=3, dirs_per_broker=2, topics=3, partitions_per_topic=4,
-                                  replication_factor=2, operations=60, noop_share=0.1))
-    taken = 0
-    replay_alone = processor.IncrementalReplayer.replay_partition_change
+                                  replication_factor=2, operations=60, noop_share=0.15))
+    taken: collections.Counter[str] = collections.Counter()
+    change_alone = processor.IncrementalReplayer.replay_partition_change
+    noop_alone = processor.IncrementalReplayer.replay_noop
 
-    def counted(self: Any, entry: LogEntry) -> Any:
-        nonlocal taken
-        found = replay_alone(self, entry)
-        taken += found is not None
+    def counted_change(self: Any, entry: LogEntry) -> Any:
+        found = change_alone(self, entry)
+        taken["change"] += found is not None
+        return found
+
+    def counted_noop(self: Any, entry: LogEntry) -> bool:
+        found = noop_alone(self, entry)
+        taken["noop"] += found
         return found
 
     def outputs(alone: bool) -> list[dict[str, list[dict[str, Any]]]]:
         monkeypatch.setattr(processor.IncrementalReplayer, "replay_partition_change",
-                            counted if alone else lambda self, entry: None)
+                            counted_change if alone else lambda self, entry: None)
+        monkeypatch.setattr(processor.IncrementalReplayer, "replay_noop",
+                            counted_noop if alone else lambda self, entry: False)
         states = [({name: FakeMapState() for name in MAP_STATES}, FakeValueState()) for _ in range(buckets)]
         out = []
         for i in range(0, len(entries), 9):
@@ -348,10 +357,12 @@ def test_the_changes_replayed_without_their_steps_write_the_rows_their_steps_wri
         return out
 
     assert outputs(alone=True) == outputs(alone=False)
-    # Most leader and ISR changes went the short way (those inside a metadata transaction did not).
+    # Most leader and ISR changes and NoOps went the short way (not those inside a metadata transaction).
     changes = sum(isinstance(e.record, PartitionChangeRecord) and e.record.replicas is None
                   and e.record.directories is None for e in entries)
-    assert changes > 20 and taken >= 0.7 * changes, (taken, changes)
+    noops = sum(isinstance(e.record, NoOpRecord) for e in entries)
+    assert changes > 20 and taken["change"] >= 0.7 * changes, (taken, changes)
+    assert noops > 10 and taken["noop"] >= 0.7 * noops, (taken, noops)
 
 
 def _batch(*rows: dict[str, Any]) -> dict[str, pa.Table]:
