@@ -11,8 +11,9 @@ the model's part of the operator run alone (``model_cpu_seconds``: each bucket's
 ``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, each step through
 ``owned_routed_step`` — what the operator asks of ``jbod_model``, without the state store's reads and the sink's
 rows; with the collector paused, as the operator runs, since session 44: before, the collector's passes were 15–30 %
-of it), and apart, the CPU of the output's way to the table writes (``output_arrow_cpu_seconds``: the frame naming
-the files to Arrow, pyspark's part in the worker; ``driver_plan_cpu_seconds``: the driver's ``read_parts``,
+of it), the operator's CPU per NoOp (``noop_us_per_record``: the log's NoOps alone), and apart, the CPU of the
+output's way to the table writes (``output_arrow_cpu_seconds``: the frame naming the files to Arrow, pyspark's part
+in the worker; ``driver_plan_cpu_seconds``: the driver's ``read_parts``,
 ``settle_batch`` and ``plan_batch``, no Delta write). Before the thirteenth round ``cpu_seconds`` left the output
 packets out (they were ``output_packets_cpu_seconds``); until the seventeenth the output was Arrow IPC packets
 returned through Spark instead of files::
@@ -47,7 +48,7 @@ from clusters import benchmark_cluster  # beside this script (run as a script, l
 from jbod_model.buckets import owned_routed_step, split_entries
 from jbod_model.changes import DictImageStore, IncrementalReplayer
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import PartitionChangeRecord, PartitionRecord
+from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord
 from jbod_model.replay import Replayer
 from jbod_model.slots import gc_paused
 from jbod_model.stream import entry_from_json
@@ -95,6 +96,28 @@ def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]
     return {"cpu_seconds": round(replay, 2), "output_arrow_cpu_seconds": round(packets, 2),
             "driver_plan_cpu_seconds": round(driver, 2), "rows_out": out_rows, "state_calls": calls.total(),
             "state_calls_by_variable": dict(calls.most_common())}
+
+
+def noop_cpu(entries: list[LogEntry], buckets: int) -> dict[str, Any]:
+    """The operator's CPU per NoOpRecord (most of a quiet cluster's log, where a controller writes one every idle
+    half second): the log's NoOps alone as one packet of the bucket the source routes them to, replayed on fresh
+    state as a worker does (``replay_packets``), the best of three."""
+    noops = [e for e in entries if type(e.record) is NoOpRecord]
+    rows = [row for seq, e in enumerate(noops) for row in fan_out(entry_to_row("bench", "record", seq, e,
+                                                                                buckets=buckets), buckets)]
+    if not rows:
+        return {"noop_us_per_record": None}
+    bucket = rows[0].bucket
+    packet = pack_rows(rows)
+    best = float("inf")
+    with tempfile.TemporaryDirectory(prefix="operator-benchmark-") as directory:
+        for _ in range(3):
+            maps = {name: FakeMapState() for name in MAP_STATES}
+            start = time.process_time()
+            replay_packets("bench", [(0, packet)], FakeValueState(), maps, bucket, buckets,  # type: ignore[arg-type]
+                           directory=directory)
+            best = min(best, time.process_time() - start)
+    return {"noop_us_per_record": round(best / len(rows) * 1e6, 2)}
 
 
 def sink_tables_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]:
@@ -180,6 +203,7 @@ def main() -> None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
     result |= model_cpu(entries, args.buckets, args.batch)
+    result |= noop_cpu(entries, args.buckets)
     if args.sink_tables:
         result |= sink_tables_cpu(packets, args.buckets)
     result |= {"cluster": cluster.shape.key, "partition_record_version": args.partition_record_version,
