@@ -656,7 +656,7 @@ class IncrementalReplayer:
         outside any metadata transaction; return its topic's name and the partition's registration after it. Any
         other entry, or one that would fault, is left alone (None): give it to :meth:`replay`.
 
-        A second implementation of :meth:`replay` for the records that make up most of a log (two thirds of the
+        A second implementation of :meth:`replay` for the records that make up most of a busy log (61 % of the
         benchmark clusters' records), for a caller that writes each step's rows at once (the Spark operator):
         :meth:`replay`'s step for such an entry is ``entries=(entry,)`` at its offset and one partition change —
         the partition, this name, the registration before it and this one after it — and nothing else; here that
