@@ -19,7 +19,7 @@ packets out (they were ``output_packets_cpu_seconds``); until the seventeenth th
 returned through Spark instead of files::
 
     python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
-                                            [--sink-tables]
+                                            [--sink-tables] [--leave-out {changes,noops}]
 
 on a cached benchmark cluster (``benchmarks/clusters.py``). ``--profile N`` adds cProfile's top N functions by own
 time. What Spark adds around it (Arrow in and out of the worker, the state store's socket, shuffle, the JVM) is
@@ -38,6 +38,7 @@ import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,19 @@ def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, An
     return {"model_cpu_seconds": round(time.process_time() - start, 2), "model_steps": steps}
 
 
+def _moves_no_replica(record: Any) -> bool:
+    """A PartitionChangeRecord that moves no replica: a leader, ISR, ELR or recovery-state change."""
+    return (type(record) is PartitionChangeRecord and record.replicas is None and record.directories is None
+            and record.adding_replicas is None and record.removing_replicas is None)
+
+
+#: The records ``--leave-out`` can leave out of the log, by name.
+_LEAVE_OUT: dict[str, Callable[[Any], bool]] = {
+    "changes": _moves_no_replica,
+    "noops": lambda record: type(record) is NoOpRecord,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=20_011)
@@ -173,10 +187,15 @@ def main() -> None:
     parser.add_argument("--partition-record-version", type=int, choices=(0, 1, 2),
                         help="replay the PartitionRecords and PartitionChangeRecords at this version (2: as Kafka "
                              "writes them once ELR is supported, from 4.0; default: as the simulator wrote them)")
+    parser.add_argument("--leave-out", choices=sorted(_LEAVE_OUT),
+                        help="replay the log without its leader and ISR changes (PartitionChangeRecords that move no "
+                             "replica) or without its NoOps: what those records cost the operator is the difference")
     args = parser.parse_args()
     cluster = benchmark_cluster(args.partitions)
     with (cluster.root / "records.jsonl").open("rb") as lines:
         entries = [entry_from_json(orjson.loads(line), "records.jsonl", "records.jsonl") for line in lines]
+    if args.leave_out is not None:
+        entries = [e for e in entries if not _LEAVE_OUT[args.leave_out](e.record)]
     if args.partition_record_version is not None:
         entries = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=args.partition_record_version))
                    if isinstance(e.record, PartitionRecord | PartitionChangeRecord) else e for e in entries]
@@ -207,7 +226,7 @@ def main() -> None:
     if args.sink_tables:
         result |= sink_tables_cpu(packets, args.buckets)
     result |= {"cluster": cluster.shape.key, "partition_record_version": args.partition_record_version,
-               "records": len(entries), "rows_in": rows, "buckets": args.buckets,
+               "left_out": args.leave_out, "records": len(entries), "rows_in": rows, "buckets": args.buckets,
                "batch": args.batch, "pure_replay_cpu_seconds": round(pure, 2),
                "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
                "model_share_of_operator": round(result["model_cpu_seconds"] / result["cpu_seconds"], 2),
