@@ -47,7 +47,7 @@ import pyarrow as pa
 from clusters import benchmark_cluster  # beside this script (run as a script, like every benchmark)
 
 from jbod_model.buckets import owned_routed_step, split_entries
-from jbod_model.changes import DictImageStore, IncrementalReplayer
+from jbod_model.changes import DictImageStore, IncrementalReplayer, moves_no_replica
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord
 from jbod_model.replay import Replayer
@@ -163,15 +163,9 @@ def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, An
     return {"model_cpu_seconds": round(time.process_time() - start, 2), "model_steps": steps}
 
 
-def _moves_no_replica(record: Any) -> bool:
-    """A PartitionChangeRecord that moves no replica: a leader, ISR, ELR or recovery-state change."""
-    return (type(record) is PartitionChangeRecord and record.replicas is None and record.directories is None
-            and record.adding_replicas is None and record.removing_replicas is None)
-
-
 #: The records ``--leave-out`` can leave out of the log, by name.
 _LEAVE_OUT: dict[str, Callable[[Any], bool]] = {
-    "changes": _moves_no_replica,
+    "changes": moves_no_replica,
     "noops": lambda record: type(record) is NoOpRecord,
 }
 

@@ -162,6 +162,13 @@ def owned_routed_step(step: Step, bucket: int, buckets: int) -> Step:
     return replace(step, entries=entries, aborted=aborted, features=(), brokers=(), topics=())
 
 
+def writes_routed_bronze_row(record: Record, bucket: int, buckets: int) -> bool:
+    """Whether a bucket fed exactly its routed entries writes ``record``'s bronze row: what :func:`owned_routed_step`
+    keeps of a step's entries — every one in a single bucket and in the shared owner, a partition record's in its
+    bucket (the only one it reaches). For a caller that writes a record's rows without its step."""
+    return buckets == 1 or bucket == SHARED_OWNER or isinstance(record, _PARTITION_RECORDS)
+
+
 def _partition_entries(entries: tuple[LogEntry, ...]) -> tuple[LogEntry, ...]:
     """The partition records' entries of ``entries`` (``entries`` itself when all are)."""
     for entry in entries:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Protocol, TypeVar, cast
+from typing import Any, Final, Generic, Protocol, TypeGuard, TypeVar, cast
 
 from jbod_model.controller.context import ControllerConfig, ControllerState
 from jbod_model.controller.controller import ReferenceController
@@ -46,7 +46,7 @@ from jbod_model.image import (
     TopicsImage,
 )
 from jbod_model.records.entry import LogEntry
-from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord
+from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, PartitionRecord, Record
 from jbod_model.replay import DeltaChanges, MetadataDelta, TransactionBuffer, check_snapshot_offset
 from jbod_model.replicas import (
     OfflineReason,
@@ -664,9 +664,7 @@ class IncrementalReplayer:
         :meth:`_single_record_step`. Proven equal to :meth:`replay`, steps and writes, by
         ``tests/properties/test_changes_properties.py``."""
         record = entry.record
-        if (type(record) is not PartitionChangeRecord or self._transactions.open or record.replicas is not None
-                or record.directories is not None or record.adding_replicas is not None
-                or record.removing_replicas is not None):
+        if self._transactions.open or not moves_no_replica(record):
             return None
         topic_id, partition_id = record.topic_id, record.partition_id
         name = self._topic_name(topic_id)
@@ -974,6 +972,14 @@ def _topic_names(via_brokers: Sequence[_BrokerReach], name_after: Callable[[Uuid
     """The topic name (after the step) of each partition the brokers reach, by topic id."""
     return {topic_id: name_after(topic_id) or ""
             for topic_id in {key[0]: None for _, _, _, keys in via_brokers for key in keys}}
+
+
+def moves_no_replica(record: Record) -> TypeGuard[PartitionChangeRecord]:
+    """Whether ``record`` is a PartitionChangeRecord that moves no replica: no Replicas, Directories,
+    AddingReplicas or RemovingReplicas — a leader, ISR, ELR or recovery-state change, most of a busy log
+    (:meth:`IncrementalReplayer.replay_partition_change`)."""
+    return (type(record) is PartitionChangeRecord and record.replicas is None and record.directories is None
+            and record.adding_replicas is None and record.removing_replicas is None)
 
 
 def replica_directories(part: PartitionRegistration | None) -> dict[int, Uuid]:

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import MapState, ValueState
 
-from jbod_model.buckets import cluster_halt, owned_routed_step, past_halt, record_owner
+from jbod_model.buckets import cluster_halt, owned_routed_step, past_halt, writes_routed_bronze_row
 from jbod_model.changes import (
     ImageWrites,
     IncrementalReplayer,
@@ -649,8 +649,8 @@ class RowSink:
     def noop(self, row: Sequence[Any], entry: LogEntry) -> None:
         """The rows of the step ``IncrementalReplayer.replay`` gives for ``entry``, a NoOpRecord replayed without that
         step by ``IncrementalReplayer.replay_noop``: its bronze row, from its input row ``row``, in the bucket that
-        writes it (:func:`record_owner`; :meth:`step` leaves it to that bucket through :func:`owned_routed_step`)."""
-        if self.buckets == 1 or self.bucket == record_owner(entry.record, self.buckets):
+        writes it (:func:`writes_routed_bronze_row`, what :meth:`step`'s :func:`owned_routed_step` keeps)."""
+        if writes_routed_bronze_row(entry.record, self.bucket, self.buckets):
             offset = entry.offset
             self._record_row(entry, offset, offset, row[TYPE], row[VERSION], row[DATA], row[PAYLOAD], self.origin,
                              None, offset)
