@@ -858,20 +858,29 @@ class IncidentTracker(BatchFeed):
         for (owner, d), incident in list(self._open_dirs.items()):
             if owner == b and d in new_dirs:
                 self._close(incident, at, Resolution.DIRECTORY_RETURNED)
-        # Compare with the last registration that listed directories: a broker that unregistered and comes back
-        # without a disk has lost it as surely as one whose registration shrank. An empty list means "predates
-        # directory assignment, all online" (KAFKA-16162), never "all failed".
-        old_dirs = frozenset(old.directories) if old is not None else self._last_dirs.get(b, frozenset())
-        if new is not None and old_dirs and new_dirs:
-            for d in sorted(old_dirs - new_dirs):
-                if (b, d) not in self._open_dirs:
-                    self._start_directory_failure(b, d, before, after, at, trigger)
+        for d in sorted(self._failing_dirs(b, old, new)):
+            if (b, d) not in self._open_dirs:
+                self._start_directory_failure(b, d, before, after, at, trigger)
         was_up = old is not None and not old.fenced
         is_up = new is not None and not new.fenced
         if was_up and not is_up:
             self._start_broker_offline(b, before, after, at, trigger)
         elif is_up and b in self._open_brokers:
             self._close(self._open_brokers[b], at, Resolution.BROKER_UNFENCED)
+
+    def _failing_dirs(self, b: int, old: BrokerRegistration | None,
+                      new: BrokerRegistration | None) -> frozenset[Uuid]:
+        """The directories of broker ``b`` whose failure its registration's change from ``old`` to ``new`` starts
+        (unless one is open already): listed before, not after.
+
+        Compared with the last registration that listed directories: a broker that unregistered and comes back
+        without a disk has lost it as surely as one whose registration shrank. An empty list means "predates
+        directory assignment, all online" (KAFKA-16162), never "all failed"."""
+        new_dirs = frozenset(new.directories) if new is not None else frozenset()
+        old_dirs = frozenset(old.directories) if old is not None else self._last_dirs.get(b, frozenset())
+        if new is None or not old_dirs or not new_dirs:
+            return frozenset()
+        return old_dirs - new_dirs
 
     def _affected(self, pk: PartitionKey, b: int, before: MetadataImage,
                   after: MetadataImage) -> tuple[PartitionRegistration, _Affected] | None:
@@ -1131,11 +1140,10 @@ class PartitionHistory(Protocol):
         """For each of ``keys``, the first offset after ``after`` at which a committed PartitionRecord or
         PartitionChangeRecord on it takes effect, whether it changes the state or not (absent: never)."""
 
-    def hosted_change(self, broker_id: int, before: int, after: int,
-                      online: frozenset[Uuid] | None) -> HostedChange:
+    def hosted_change(self, broker_id: int, before: int, after: int, failing: frozenset[Uuid]) -> HostedChange:
         """What the offsets (before, after] did to the partitions the broker hosted at ``before``: the columns of
-        :class:`HostedChange` for those that changed in between or sit in a directory not in ``online`` (the
-        broker's directories after; None: it is no longer registered)."""
+        :class:`HostedChange` for those that changed in between or sit in one of the ``failing`` directories (those
+        whose failure the broker's change can start, :meth:`IncidentTracker._failing_dirs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1145,8 +1153,11 @@ class HostedChange:
     before and after the batch, here read from stored columns so that a broker change builds no registration.
 
     ``hosted`` counts every partition the broker hosted before the batch (the replicas a fencing takes offline);
-    the columns hold only those the batch can have hit — changed in it, or in a directory the broker's new
-    registration does not list. Any other one kept its leader, ISR and directory, so neither rule can pick it."""
+    the columns hold only those the batch can have hit — changed in it, or in a directory whose failure it can
+    start (listed before it, not after). Any other one kept its leader, ISR and directory, so neither rule can pick
+    it: a fencing's rule picks only what lost something in the batch, and a directory failure's only what sits in
+    that directory. (A partition in a directory that failed in an earlier batch is not read again at every later
+    change of the broker: at 2 M partitions that was most of the rows read, each broker's whole history scanned.)"""
 
     broker_id: int
     hosted: int
@@ -1491,11 +1502,10 @@ class SparseIncidentTracker(IncidentTracker):
             # after the batch (``hosted_change``).
             self._changes = {}
             for b in sorted(named):
-                reg = after.cluster.brokers.get(b)
-                if cluster.cluster.brokers.get(b) == reg:
+                old, reg = cluster.cluster.brokers.get(b), after.cluster.brokers.get(b)
+                if old == reg:
                     continue
-                self._changes[b] = partitions.hosted_change(
-                    b, prev, end, frozenset(reg.directories) if reg is not None else None)
+                self._changes[b] = partitions.hosted_change(b, prev, end, self._failing_dirs(b, old, reg))
             first_new = self._next_id
             self._batch, self._batch_end = k, end
             self._observe(_partial(cluster, prev), _partial(after, end), {}, {}, named,

@@ -316,18 +316,15 @@ class TablePartitions:
         self._np_lists: list[tuple[Any, Any]] = []
         # The batch ends :meth:`first_seen` was last asked with, as numpy, and each version's (:meth:`_batch_view`).
         self._batches: tuple[Sequence[int], Any, Any] | None = None
-        # The versions' rows by their end, and those ends (:meth:`_ending_within`); each broker's directories.
+        # The versions' rows by their end, and those ends (:meth:`_ending_within`).
         self._np_by_end: Any = None
         self._np_sorted_ends: Any = None
         self._np_key_index: Any = None
-        self._broker_dirs: dict[int, list[int]] = {}
 
-    def hosted_change(self, broker_id: int, before: int, after: int,
-                      online: frozenset[Uuid] | None) -> HostedChange:
+    def hosted_change(self, broker_id: int, before: int, after: int, failing: frozenset[Uuid]) -> HostedChange:
         # Numpy over the partitions' columns: the columns of the partitions hit, without building a registration
         # (the rules over them are HostedChange's). The broker's replicas over time (:meth:`_index_replicas`) give
-        # what the batch did not change: how many partitions it hosted, and which sit in a directory no longer
-        # listed.
+        # what the batch did not change: how many partitions it hosted, and which sit in a failing directory.
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
         b = broker_id
@@ -342,13 +339,13 @@ class TablePartitions:
         # the broker hosts.
         rows = self._ending_within(before, after)
         rows = rows[self._holding(b, 0, rows)[0]]
-        # Hit for its directory: the broker's partitions in a directory its registration no longer lists.
-        if online is not None:
-            gone = [i for i in self._broker_directories(b) if self._directory_ids[i] not in online]
-            if gone:
-                held = self._replica_rows[lo:started]
-                stranded = held[(self._np_ends[held] > before) & np.isin(self._replica_directories[lo:started], gone)]
-                rows = np.union1d(rows, stranded)
+        # Hit for its directory: the broker's partitions in a directory that fails in the batch (the batch where a
+        # disk fails, not every later one: this reads the broker's whole history).
+        gone = [self._directory_index[d] for d in failing if d in self._directory_index]
+        if gone:
+            held = self._replica_rows[lo:started]
+            stranded = held[(self._np_ends[held] > before) & np.isin(self._replica_directories[lo:started], gone)]
+            rows = np.union1d(rows, stranded)
         rows = np.sort(rows)  # in the partitions' order, as the registrations list them
         rows_after = self._rows_at(self._np_key_index[rows], after)
         exists = rows_after >= 0
@@ -379,16 +376,6 @@ class TablePartitions:
         first, last = np.searchsorted(self._np_sorted_ends, [before, after], "right")
         rows = self._np_by_end[first:last]
         return rows[self._np_starts[rows] <= before]
-
-    def _broker_directories(self, broker_id: int) -> list[int]:
-        """Every directory (an index into the directory ids) the broker ever held a replica in."""
-        import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
-
-        found = self._broker_dirs.get(broker_id)
-        if found is None:
-            lo, hi = self._broker_rows.get(broker_id, (0, 0))
-            found = self._broker_dirs[broker_id] = np.unique(self._replica_directories[lo:hi]).tolist()
-        return found
 
     def _rows_at(self, partitions: Any, offset: int) -> Any:
         """The row of each partition's version at ``offset`` (-1: none then)."""

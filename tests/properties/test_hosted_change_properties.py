@@ -187,12 +187,11 @@ class _Images:
                     break
         return out
 
-    def hosted_change(self, broker_id: int, before: int, after: int,
-                      online: frozenset[Uuid] | None) -> HostedChange:
+    def hosted_change(self, broker_id: int, before: int, after: int, failing: frozenset[Uuid]) -> HostedChange:
         then, now = self._at(before), self._at(after)
         hosted = {pk: state for pk, state in then.items() if broker_id in state[1].replicas}
-        hit = {pk: state for pk, state in hosted.items() if now.get(pk) != state or (
-            online is not None and state[1].directory(broker_id) not in online)}
+        hit = {pk: state for pk, state in hosted.items()
+               if now.get(pk) != state or state[1].directory(broker_id) in failing}
         return HostedChange.of_registrations(broker_id, len(hosted), hit, now)
 
 

@@ -167,15 +167,14 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
             assert partitions.first_seen(wanted, ends) == FirstSeen.of_states(
                 wanted, ends, lambda pk, offset: None if pk not in images[offset] else images[offset][pk][1]), after
     # What a broker change reads as columns (``hosted_change``) is what the registrations give, between any two
-    # offsets, with the broker's directories after it or without (unregistered): the broker's partitions that
-    # changed in between or sit in a directory not listed.
+    # offsets, with any directories failing: the broker's partitions that changed in between or sit in one of them.
     for before, after in itertools.combinations(range(last + 1), 2):
         then, now = images[before], images[after]
-        for broker, online in itertools.product((1, 2), (None, frozenset(), frozenset({A1, B1}))):
+        for broker, failing in itertools.product((1, 2), (frozenset(), frozenset({A1}), frozenset({A2, B1}))):
             hosted = {pk: state for pk, state in then.items() if broker in state[1].replicas}
-            hit = {pk: state for pk, state in hosted.items() if now.get(pk) != state or (
-                online is not None and state[1].directory(broker) not in online)}
-            assert partitions.hosted_change(broker, before, after, online) == HostedChange.of_registrations(
+            hit = {pk: state for pk, state in hosted.items()
+                   if now.get(pk) != state or state[1].directory(broker) in failing}
+            assert partitions.hosted_change(broker, before, after, failing) == HostedChange.of_registrations(
                 broker, len(hosted), hit, now)
 
 
