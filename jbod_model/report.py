@@ -1247,7 +1247,7 @@ class SparseIncidentTracker(IncidentTracker):
     Why that is enough: an incident starts or ends only in a batch that changes a broker's registration (the broker
     records are replayed, a few hundred in a log of millions); it reads the broker's hosted partitions as they were
     before the batch and, of those, only the ones the batch changed (a fencing's ISR shrinks) or that sit in a
-    directory the broker no longer lists (a failed disk's) — an unchanged partition in an online directory can
+    directory failing in the batch (:meth:`IncidentTracker._failing_dirs`) — any other unchanged partition can
     neither have lost anything in the batch nor be on the failed disk. Those are read as columns
     (``hosted_change``), and the rules that pick an incident's partitions run over the columns
     (:class:`HostedChange`), so a broker change builds no registration.
