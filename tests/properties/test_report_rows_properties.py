@@ -23,7 +23,7 @@ from test_replay_properties import SETTINGS, Stream, valid_streams
 from jbod_model.image import EMPTY_IMAGE, MetadataImage
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord
-from jbod_model.replay import replay_entries
+from jbod_model.replay import Replayer, replay_entries
 from jbod_model.report import BatchFeed, LogPosition, ReportTracker
 from jbod_model.report_rows import batch_ends, observed_batches
 from pipelines.report.load import history_from_tables, load_from_tables
@@ -156,10 +156,12 @@ def _outside_transactions(log: Sequence[LogEntry]) -> list[int]:
     records come first, NoOps only after them), and a snapshot without records leaves no row in the tables, so
     their history could only start at the empty image (-1), not at the snapshot's offset."""
     out, depth = [], 0
+    replayer = Replayer()  # the log replayed once, its image looked at after each cut point
     for i, e in enumerate(log):
+        replayer.replay(e)
         name = e.record.TYPE_NAME
         depth += name == "BEGIN_TRANSACTION_RECORD"
         depth -= name in ("END_TRANSACTION_RECORD", "ABORT_TRANSACTION_RECORD")
-        if depth == 0 and replay_entries(log[:i + 1]).to_records():
+        if depth == 0 and replayer.image.to_records():
             out.append(i + 1)
     return out
