@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -299,12 +300,13 @@ class TablePartitions:
         del read, rows, starts, ends, versions, names, lists
         _release_memory()
         # Each broker's replicas over time, made at the first ``hosted_change`` (:meth:`_index_replicas`; None until
-        # then).
-        self._replica_rows: Any = None
-        self._replica_directories: Any = None
-        self._replica_starts: Any = None
-        self._replica_ends: Any = None
-        self._broker_rows: dict[int, tuple[int, int]] = {}
+        # then): its (version, replica) pairs, and its replicas' spans.
+        self._pair_rows: Any = None
+        self._pair_directories: Any = None
+        self._broker_pairs: dict[int, tuple[int, int]] = {}
+        self._span_starts: Any = None
+        self._span_ends: Any = None
+        self._broker_spans: dict[int, tuple[int, int]] = {}
         # Numpy views of the columns (:meth:`_numpy`).
         self._np_keyed: Any = None
         self._np_starts: Any = None
@@ -329,11 +331,10 @@ class TablePartitions:
 
         b = broker_id
         self._index_replicas()
-        lo, hi = self._broker_rows.get(b, (0, 0))
-        # The broker's pairs that start by ``before`` are the first ones; those of them that also end by then, as
-        # many as its sorted ends that do.
-        started = lo + int(np.searchsorted(self._replica_starts[lo:hi], before, "right"))
-        hosted = started - lo - int(np.searchsorted(self._replica_ends[lo:hi], before, "right"))
+        # The broker's replicas then: its spans that start by ``before``, less those that also end by then.
+        lo, hi = self._broker_spans.get(b, (0, 0))
+        hosted = (int(np.searchsorted(self._span_starts[lo:hi], before, "right"))
+                  - int(np.searchsorted(self._span_ends[lo:hi], before, "right")))
         # Hit by a change: the broker's partitions whose version at ``before`` ends in the batch (replaced, or the
         # partition deleted), found among the versions by their end: as many as the batch changed, not as many as
         # the broker hosts.
@@ -343,8 +344,10 @@ class TablePartitions:
         # disk fails, not every later one: this reads the broker's whole history).
         gone = [self._directory_index[d] for d in failing if d in self._directory_index]
         if gone:
-            held = self._replica_rows[lo:started]
-            stranded = held[(self._np_ends[held] > before) & np.isin(self._replica_directories[lo:started], gone)]
+            lo, hi = self._broker_pairs.get(b, (0, 0))
+            held = self._pair_rows[lo:hi]
+            stranded = held[(self._np_starts[held] <= before) & (self._np_ends[held] > before)
+                            & np.isin(self._pair_directories[lo:hi], gone)]
             rows = np.union1d(rows, stranded)
         rows = np.sort(rows)  # in the partitions' order, as the registrations list them
         rows_after = self._rows_at(self._np_key_index[rows], after)
@@ -449,11 +452,13 @@ class TablePartitions:
     def _index_replicas(self) -> None:
         """Each broker's replicas over time, from the partitions' versions themselves (at the first
         :meth:`hosted_change`): every (version, replica) pair as the version's row and the replica's directory (an
-        index into the directory ids), grouped by broker and ordered by the version's start; beside them the starts
-        and, sorted apart, the ends, so that how many partitions a broker hosts at an offset is two searches (the
-        versions of one partition never overlap). The ``replica_assignment_history`` table holds the same intervals
-        split otherwise; reading it cost a second at 200 k partitions and 17 s at 2 M."""
-        if self._replica_rows is not None:
+        index into the directory ids), grouped by broker in the versions' order; and, for how many partitions a
+        broker hosts at an offset (two searches), the starts and the ends of its replicas' spans, each sorted
+        (:func:`replica_spans`). The ``replica_assignment_history`` table holds the same intervals split otherwise;
+        reading it cost a second at 200 k partitions and 17 s at 2 M. The pairs are grouped by a radix sort of the
+        broker ids: sorting every pair by broker and start cost two comparison sorts of 30 M pairs at 2 M partitions,
+        and the reads by row in that order jumped about the columns."""
+        if self._pair_rows is not None:
             return
         import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
@@ -463,20 +468,14 @@ class TablePartitions:
             raise InputError(f"partition_history holds a version of cluster {self._cluster} whose directories do not "
                              "match its replicas")
         index_type = np.int32 if len(firsts) <= 1 << 31 else np.int64  # 4 bytes a pair: tens of millions at 2 M
-        rows = np.repeat(np.arange(len(firsts) - 1, dtype=index_type), np.diff(firsts))
-        starts = self._np_starts[rows]
-        order = _by_group(brokers, starts)
+        order = _grouping(brokers)
+        rows = np.repeat(np.arange(len(firsts) - 1, dtype=index_type), np.diff(firsts))[order]
+        self._pair_rows, self._pair_directories = rows, directories[order]
         brokers = brokers[order]
-        self._replica_rows = rows[order]
-        self._replica_directories = directories[order]
-        self._replica_starts = starts[order]
-        ends = self._np_ends[self._replica_rows]
-        self._replica_ends = ends[_by_group(brokers, ends)]
-        # Each broker's pairs are one range: where the broker differs from the previous pair's.
-        n = len(brokers)
-        if n:
-            heads = [0, *(np.flatnonzero(brokers[1:] != brokers[:-1]) + 1).tolist()]
-            self._broker_rows = {int(brokers[lo]): (lo, hi) for lo, hi in zip(heads, [*heads[1:], n], strict=True)}
+        del order
+        self._broker_pairs = _ranges(brokers)
+        self._span_starts, self._span_ends, self._broker_spans = replica_spans(
+            brokers, self._np_starts[rows], self._np_ends[rows])
 
     def first_seen(self, asks: FollowAsks, ends: Sequence[int]) -> FirstSeen:
         # Every version of each pair's partition that is the state after some batch, at once (a few per partition):
@@ -585,23 +584,57 @@ class TablePartitions:
         return self._leaderless
 
 
-def _by_group(groups: Any, values: Any) -> Any:
-    """The order that sorts ``values`` (offsets, :data:`_OPEN` included) within each of ``groups`` (small integers,
-    e.g. broker ids), groups ascending; ties in any order. Both packed into one integer where they fit — one sort,
-    a third of what numpy's two-key ``lexsort`` took over millions of replicas."""
+def _grouping(groups: Any) -> Any:
+    """The order that groups ``groups`` (small integers, e.g. broker ids), ascending, keeping each group's items in
+    their order: numpy's stable sort, a radix sort where the values span at most :data:`_RADIX_SPAN` (as 16-bit
+    integers), linear in the items."""
     import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
 
-    if not len(values):
+    if not len(groups):
         return np.zeros(0, np.int64)
-    finite = values[values != _OPEN]
-    low = int(finite.min()) if len(finite) else 0
-    # An open end sorts after every offset: one past the greatest one there is.
-    top = (int(finite.max()) if len(finite) else 0) + 1
-    group_low, group_high = int(groups.min()), int(groups.max())
-    span = top - low + 1
-    if (group_high - group_low + 1) * span >= _PACKED_LIMIT:
-        return np.lexsort((values, groups))
-    return np.argsort((groups.astype(np.int64) - group_low) * span + (np.minimum(values, top) - low))
+    low = int(groups.min())
+    if int(groups.max()) - low < _RADIX_SPAN:
+        return np.argsort((groups - low).astype(np.uint16), kind="stable")
+    return np.argsort(groups, kind="stable")
+
+
+def replica_spans(brokers: Any, starts: Any, ends: Any) -> tuple[Any, Any, dict[int, tuple[int, int]]]:
+    """How many replicas each broker holds at any offset, from its replicas' intervals (numpy arrays, one item per
+    interval, each broker's side by side): the starts and the ends, sorted within each broker's range of both (its
+    count at offset ``t`` is how many of its starts are ``<= t`` less how many of its ends are), and those ranges by
+    broker. An interval that starts where the broker's one before it ends continues that one's span, and both leave
+    the arrays: an equal end and start cancel in every count, so a partition's version that changes only its leader
+    or ISR adds nothing to sort."""
+    import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+    n = len(brokers)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), {}
+    heads = np.flatnonzero(brokers[1:] != brokers[:-1]) + 1
+    joined = np.zeros(n, bool)
+    joined[1:] = starts[1:] == ends[:-1]
+    joined[heads] = False  # never across brokers
+    opens = ~joined
+    closes = np.ones(n, bool)
+    closes[:-1] = opens[1:]
+    span_starts, span_ends = starts[opens], ends[closes]
+    # A span has one start and one end: the broker's spans are one range of both.
+    span_brokers = brokers[opens]
+    ranges = _ranges(span_brokers)
+    for lo, hi in ranges.values():
+        span_starts[lo:hi].sort()
+        span_ends[lo:hi].sort()
+    return span_starts, span_ends, ranges
+
+
+def _ranges(groups: Any) -> dict[int, tuple[int, int]]:
+    """Each value's range in ``groups`` (a numpy array, grouped: each value's items side by side)."""
+    import numpy as np  # noqa: PLC0415 - with pyarrow, only the tables' readers need it
+
+    if not len(groups):
+        return {}
+    bounds = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), len(groups)]
+    return {int(groups[lo]): (lo, hi) for lo, hi in itertools.pairwise(bounds)}
 
 
 def _release_memory() -> None:
@@ -629,8 +662,9 @@ def _malloc_trim() -> Any:
 _MALLOC_TRIM = _malloc_trim()
 
 
-#: Where :func:`_by_group` packs a group and a value into one integer: below this (an int64, with room to spare).
-_PACKED_LIMIT = 1 << 62
+#: The widest span of values :func:`_grouping` sorts as 16-bit integers (numpy's stable sort of those is a radix sort);
+#: wider ones (broker ids far apart) take a comparison sort.
+_RADIX_SPAN = 1 << 16
 #: An open version's end in :class:`TablePartitions`' offset arrays: later than every offset, as :data:`NEVER` (what
 #: :meth:`TablePartitions.first_seen` gives where nothing is seen) is — an open end is never seen ending.
 _OPEN = NEVER

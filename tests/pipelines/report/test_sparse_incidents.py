@@ -11,7 +11,10 @@ import itertools
 import weakref
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from report_support import batches, register
 from test_quality_support import write_lakehouse
 
@@ -28,6 +31,7 @@ from jbod_model.records.metadata import (
     UnfenceBrokerRecord,
 )
 from jbod_model.report import (
+    NEVER,
     FirstSeen,
     FollowAsks,
     HostedChange,
@@ -39,7 +43,7 @@ from jbod_model.report import (
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import metadata_image
 from pipelines.report import load
-from pipelines.report.load import TablePartitions, load_from_tables
+from pipelines.report.load import TablePartitions, load_from_tables, replica_spans
 
 A1, A2, B1, B2 = (Uuid.from_bytes(bytes([0x40 + i]) * 16) for i in range(4))
 ORDERS = Uuid.from_string("YNY5hm01SZ-bAGeCLAGqWA")
@@ -123,15 +127,15 @@ def test_a_partition_two_incidents_follow_is_looked_at_for_each(tmp_path: Path) 
     assert moved[0] is not None and moved[0].offset == 12
 
 
-@pytest.mark.parametrize("packed", [True, False], ids=["packed", "two-key sort"])
-def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path, packed: bool,
+@pytest.mark.parametrize("radix", [True, False], ids=["radix", "comparison sort"])
+def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_path: Path, radix: bool,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """What :class:`TablePartitions` gives the sparse tracker (where the followed partitions first show what a
     follow-up learns, and each broker's hosted replicas, as columns) is what the tables' image at each offset
-    gives — with each broker's replicas ordered through one packed key, and through numpy's two-key sort where the
-    offsets do not pack."""
-    if not packed:
-        monkeypatch.setattr(load, "_PACKED_LIMIT", 1)
+    gives — with each broker's replicas grouped by a radix sort of the broker ids, and by a comparison sort where
+    the ids span too much for one."""
+    if not radix:
+        monkeypatch.setattr(load, "_RADIX_SPAN", 1)
     failure = (60, [
         PartitionChangeRecord(topic_id=ORDERS, partition_id=0, isr=(2,), leader=2),
         PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
@@ -176,6 +180,40 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
                    if now.get(pk) != state or state[1].directory(broker) in failing}
             assert partitions.hosted_change(broker, before, after, failing) == HostedChange.of_registrations(
                 broker, len(hosted), hit, now)
+
+
+#: A broker's replica intervals as chains: a start, then the lengths of intervals that follow one another (a
+#: partition's versions that keep the replica); None: open (the last one).
+_CHAINS = st.lists(st.tuples(st.sampled_from([1, 2, 7]), st.integers(0, 30),
+                             st.lists(st.integers(0, 6), min_size=1, max_size=4), st.booleans()), max_size=12)
+
+
+@given(_CHAINS)
+@example([(1, 0, [5], False), (2, 5, [4], False)])  # one broker's last end is the next one's first start
+@example([(1, 20, [3, 3], True), (1, 0, [4], False), (1, 10, [2], False)])  # a broker's starts out of order
+def test_a_brokers_replicas_counted_from_its_spans_are_its_intervals_at_every_offset(
+        chains: list[tuple[int, int, list[int], bool]]) -> None:
+    """What :func:`replica_spans` gives ``hosted_change`` to count a broker's replicas with — its spans' starts and
+    ends, sorted, the chained intervals joined — counts, at every offset, the broker's intervals that hold it: with
+    the intervals grouped by broker in any order within a broker, one broker's last end equal to the next one's
+    first start, and open intervals."""
+    intervals: list[tuple[int, int, int]] = []
+    for broker, first, lengths, open_ended in chains:
+        start = first
+        for i, length in enumerate(lengths):
+            end = NEVER if open_ended and i == len(lengths) - 1 else start + length
+            intervals.append((broker, start, end))
+            start = end
+    intervals.sort(key=lambda x: x[0])  # grouped by broker; stable: each broker's in the order drawn
+    brokers, starts, ends = (np.array([x[k] for x in intervals], np.int64) for k in range(3))
+    span_starts, span_ends, ranges = replica_spans(brokers, starts, ends)
+    assert set(ranges) == {b for b, _, _ in intervals}
+    for broker in (1, 2, 7):
+        lo, hi = ranges.get(broker, (0, 0))
+        for t in range(60):
+            counted = (int(np.searchsorted(span_starts[lo:hi], t, "right"))
+                       - int(np.searchsorted(span_ends[lo:hi], t, "right")))
+            assert counted == sum(b == broker and s <= t < e for b, s, e in intervals), (broker, t)
 
 
 def test_the_c_heap_is_trimmed_once_the_partitions_versions_are_let_go(tmp_path: Path,
