@@ -531,6 +531,8 @@ class _Affected:
     first_off_disk: int = field(default=-1, compare=False)
     first_gone: int = field(default=-1, compare=False)
     cut: int = field(default=-1, compare=False)
+    #: The store's own number for the partition (:attr:`HostedChange.handles`), -1 where it gave none.
+    handle: int = field(default=-1, compare=False)
 
     def freeze(self) -> AffectedPartition:
         # Positionally, without the frozen keyword __init__: a 200 k cluster's report freezes 633 k of them.
@@ -543,7 +545,7 @@ class _Affected:
 #: ``(partition, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
 _new_affected_partition: Final = slot_constructor(AffectedPartition)
 #: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted, first_leader,
-#: first_in_isr, first_out, first_off_disk, first_gone, cut)``
+#: first_in_isr, first_out, first_off_disk, first_gone, cut, handle)``
 _new_affected: Final = slot_constructor(_Affected)
 #: ``(topic_id, topic_name, partition_id)``
 _new_partition_ref: Final = slot_constructor(PartitionRef)
@@ -636,6 +638,9 @@ class FollowAsks:
     broker_ids: Sequence[int]
     directories: Sequence[Uuid | None]
     afters: Sequence[int]
+    #: The store's own number for each partition, where its :meth:`PartitionHistory.hosted_change` gave one
+    #: (:attr:`HostedChange.handles`; -1: none), so that it need not look the partition up again.
+    handles: Sequence[int] = ()
 
     def __len__(self) -> int:
         return len(self.partitions)
@@ -1176,6 +1181,10 @@ class HostedChange:
     in_isr_after: Sequence[bool]
     #: The broker's directory of the partition after the batch; None where it no longer holds a replica of it.
     directories_after: Sequence[Uuid | None]
+    #: The store's own number for each partition, handed back to it in :attr:`FollowAsks.handles` (empty: none): a
+    #: large cluster's report asks for millions of followed partitions, and looking each one's key up again in a
+    #: store of millions cost more than reading its states. The store's business: not compared.
+    handles: Sequence[int] = field(default=(), compare=False)
 
     @classmethod
     def of_registrations(cls, broker_id: int, hosted: int,
@@ -1207,12 +1216,13 @@ class HostedChange:
         b = self.broker_id
         keys, names, leaders, in_isr = self.keys, self.names, self.leaders, self.in_isr
         exists_after, leaders_after, in_isr_after = self.exists_after, self.leaders_after, self.in_isr_after
+        handles = self.handles or [-1] * len(keys)
         out = []
         for i in rows:
             (tid, pid), now, lead = keys[i], exists_after[i], leaders_after[i]
             out.append(_new_affected(_new_partition_ref(tid, names[i], pid), leaders[i] == b and (not now or lead != b),
                                      in_isr[i] and not (now and in_isr_after[i]), now and lead == NO_LEADER,
-                                     None, None, None, None, -1, -1, -1, -1, -1, -1))
+                                     None, None, None, None, -1, -1, -1, -1, -1, -1, handles[i]))
         return out
 
     def directory_failure(self, directory: Uuid) -> dict[PartitionKey, _Affected]:
@@ -1432,7 +1442,8 @@ class SparseIncidentTracker(IncidentTracker):
         """Ask the store where each of ``hit`` (incident, partition, its follow-up) first shows each thing after the
         batch end beside it in ``afters``, onto the follow-ups (none taken over yet)."""
         seen = partitions.first_seen(FollowAsks([pk for _, pk, _ in hit], [i.broker_id for i, _, _ in hit],
-                                                [_failed_disk(i) for i, _, _ in hit], afters), ends)
+                                                [_failed_disk(i) for i, _, _ in hit], afters,
+                                                [a.handle for _, _, a in hit]), ends)
         for (_, _, a), leader, in_isr, out, off_disk, gone in zip(hit, seen.leader, seen.in_isr, seen.out,
                                                                    seen.off_disk, seen.gone, strict=True):
             a.first_leader, a.first_in_isr, a.first_out, a.first_off_disk, a.first_gone = (

@@ -361,8 +361,9 @@ class TablePartitions:
         directory_after = np.full(len(later), -1, np.int64)
         directory_after[exists] = self._directory_of(b, later[exists])
         unique, names, topic, directory_ids = self._unique, self._topic_names, self._np_names, self._directory_ids
+        handles = self._np_key_index[rows].tolist()
         return HostedChange(
-            broker_id=b, hosted=hosted, keys=[unique[k] for k in self._np_key_index[rows].tolist()],
+            broker_id=b, hosted=hosted, keys=[unique[k] for k in handles], handles=handles,
             names=[names[t] for t in topic[rows].tolist()], directories=[directory_ids[d] for d in directory.tolist()],
             leaders=leader[rows].tolist(), in_isr=in_isr.tolist(), exists_after=exists.tolist(),
             leaders_after=np.where(exists, leader[later], NO_LEADER).tolist(),
@@ -491,10 +492,13 @@ class TablePartitions:
             return FirstSeen(*([NEVER] * n for _ in range(5)))
         batch_ends, seen_at = self._batch_view(ends)
         index, directory_index = self._index, self._directory_index
-        try:
-            keys = np.fromiter(map(index.__getitem__, asks.partitions), np.int64, n)
-        except KeyError:  # a partition without a version: none of its states shows anything
-            keys = np.array([index.get(pk, -1) for pk in asks.partitions], np.int64)
+        # Each partition as its index here: the one hosted_change handed out with it, else looked up (-1: no version,
+        # so none of its states shows anything).
+        keys = np.array(asks.handles, np.int64) if len(asks.handles) == n else np.full(n, -1, np.int64)
+        unknown = np.flatnonzero(keys < 0).tolist()
+        if unknown:
+            partitions = asks.partitions
+            keys[unknown] = [index.get(partitions[i], -1) for i in unknown]
         brokers = np.array(asks.broker_ids, np.int64)
         # The pair's directory as an index into the directory ids: -1 none named, -2 one no version names.
         away_from = np.array([-1 if d is None else directory_index.get(d, -2) for d in asks.directories], np.int64)

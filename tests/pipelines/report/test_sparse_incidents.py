@@ -36,6 +36,7 @@ from jbod_model.report import (
     FollowAsks,
     HostedChange,
     IncidentKind,
+    PartitionKey,
     ReportHistory,
     ReportTracker,
     Resolution,
@@ -163,13 +164,21 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
     # Where a follow-up first sees each thing (``first_seen``): the state after each batch, as the image at its end
     # gives it — for every pair, with every failed directory, from every offset, with the batches ending at every
     # offset and at every third (a state replaced inside a batch is never seen).
+    # Asked by key alone, and with the store's own numbers that ``hosted_change`` handed out (every other ask; the
+    # rest by key, as the base image's incidents are).
     asks = [(pk, b, directory) for (pk, b) in pairs for directory in (None, A1, A2, B1)]
+    handed: dict[PartitionKey, int] = {}
+    for before, broker in itertools.product(range(last), (1, 2, 3)):
+        change = partitions.hosted_change(broker, before, before + 1, frozenset({A1, A2, B1, B2}))
+        handed.update(zip(change.keys, change.handles, strict=True))
+    assert {pk for pk, _ in pairs} - handed.keys() == {(ORDERS, 3)}  # never created
     for ends in (list(range(last + 1)), list(range(2, last + 1, 3))):
         for after in range(last + 1):
-            wanted = FollowAsks([pk for pk, _, _ in asks], [b for _, b, _ in asks], [d for _, _, d in asks],
-                                [after] * len(asks))
-            assert partitions.first_seen(wanted, ends) == FirstSeen.of_states(
-                wanted, ends, lambda pk, offset: None if pk not in images[offset] else images[offset][pk][1]), after
+            for handles in ((), [handed.get(pk, -1) if i % 2 else -1 for i, (pk, _, _) in enumerate(asks)]):
+                wanted = FollowAsks([pk for pk, _, _ in asks], [b for _, b, _ in asks], [d for _, _, d in asks],
+                                    [after] * len(asks), handles)
+                assert partitions.first_seen(wanted, ends) == FirstSeen.of_states(
+                    wanted, ends, lambda pk, offset: None if pk not in images[offset] else images[offset][pk][1]), after
     # What a broker change reads as columns (``hosted_change``) is what the registrations give, between any two
     # offsets, with any directories failing: the broker's partitions that changed in between or sit in one of them.
     for before, after in itertools.combinations(range(last + 1), 2):
