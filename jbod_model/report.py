@@ -262,13 +262,19 @@ def _offline_replica_ref(replica: OfflineReplica) -> PartitionRef:
     return replica.partition
 
 
-def format_partitions(refs: Sequence[PartitionRef], limit: int = SUMMARY_PARTITIONS) -> str:
-    """``orders-0, orders-2 and 3 more``: a one-line list that stays one line on a 1,000-partition disk."""
+def format_partitions(refs: Sequence[PartitionRef], limit: int = SUMMARY_PARTITIONS, *, in_order: bool = False) -> str:
+    """``orders-0, orders-2 and 3 more``: a one-line list that stays one line on a 1,000-partition disk.
+    ``in_order``: the caller's list is in partition order already (a subset of an incident's partitions, which
+    :meth:`_Incident.freeze` sorted), so it is neither checked nor sorted: the check alone read every partition of
+    every list, millions of them in a 2 M-partition cluster's timeline, to show the first few."""
     # The report's lists come in partition order already (subsets of an incident's or a disk's sorted partitions):
     # strictly ascending names and ids need no sort, nor the check for two topics of one name a sort makes.
-    keys = list(map(_NAME_AND_ID, refs))
-    ordered = (refs if all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
-               else in_partition_order(refs, _NAME_AND_ID, _same))
+    if in_order:
+        ordered = refs
+    else:
+        keys = list(map(_NAME_AND_ID, refs))
+        ordered = (refs if all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
+                   else in_partition_order(refs, _NAME_AND_ID, _same))
     # Only the labels shown: a failed disk's list holds thousands of partitions.
     labels = [r.label for r in ordered[:limit]]
     if len(ordered) <= limit:
@@ -2078,17 +2084,25 @@ def _start_summary(incident: Incident, title: str) -> str:
     head = f"{title}: {_plural(incident.replicas_offline, 'replica')} offline ({_TRIGGER_WORDS[incident.trigger]})"
     if incident.trigger is Trigger.BASE_IMAGE:
         return head
-    lost_leader = [p.partition for p in incident.lost_leadership]
-    lost_isr = [p.partition for p in incident.lost_isr]
-    leaderless = [p.partition for p in incident.leaderless]
+    # One pass over the incident's partitions (in partition order) for the three lists.
+    lost_leader: list[PartitionRef] = []
+    lost_isr: list[PartitionRef] = []
+    leaderless: list[PartitionRef] = []
+    for p in incident.partitions:
+        if p.lost_leadership:
+            lost_leader.append(p.partition)
+        if p.lost_isr:
+            lost_isr.append(p.partition)
+        if p.leaderless:
+            leaderless.append(p.partition)
     parts = []
     if lost_leader:
         parts.append(f"{_plural(len(lost_leader), 'partition')} lost broker {b} as leader "
-                     f"({format_partitions(lost_leader)})")
+                     f"({format_partitions(lost_leader, in_order=True)})")
     if lost_isr:
-        parts.append(f"{len(lost_isr)} dropped broker {b} from the ISR ({format_partitions(lost_isr)})")
+        parts.append(f"{len(lost_isr)} dropped broker {b} from the ISR ({format_partitions(lost_isr, in_order=True)})")
     if leaderless:
-        parts.append(f"{len(leaderless)} left without a leader ({format_partitions(leaderless)})")
+        parts.append(f"{len(leaderless)} left without a leader ({format_partitions(leaderless, in_order=True)})")
     elif parts:
         parts.append("none left without a leader")
     if not parts:
@@ -2132,7 +2146,7 @@ def timeline_events(incidents: Iterable[Incident], paths: DirectoryPaths | None 
             if (at := p.deleted) is not None:
                 groups.setdefault((at.offset, EventKind.PARTITIONS_DELETED), (at, []))[1].append(p.partition)
         for (_, kind), (at, refs) in groups.items():
-            listed = format_partitions(refs)
+            listed = format_partitions(refs, in_order=True)
             # Only this event's summary is made (a dict of the four made every one, its spans formatted twice).
             if kind is EventKind.LEADER_RESTORED:
                 summary = f"{listed}: leader elected again after {format_span(incident.started, at)}"
