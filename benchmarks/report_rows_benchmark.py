@@ -6,9 +6,13 @@ that interpreter start-up and rendering are not the noise. Times, in one run, ea
   ``feature_history``;
 * ``leaderless_from_tables`` — since when each leaderless partition has been so, from ``partition_history`` and the
   partition records of the batches that started a stretch;
+* ``TablePartitions`` — the partitions' versions the sparse tracker reads, from ``partition_history``; and its
+  first ``hosted_change``, which indexes every broker's replicas over time (for a broker that hosts none: the index
+  alone);
 * ``history_from_tables`` — everything ``jbod report --tables`` loads: the image (``metadata_image``) and the whole
-  history, the three parts above included, the incidents by a ``SparseIncidentTracker`` and the offline series from
+  history, the parts above included, the incidents by a ``SparseIncidentTracker`` and the offline series from
   the intervals;
+* ``build_report`` — the report of that image and history (the state now, the incidents' rows, the timeline);
 
 at the latest offset and as of ``--as-of-offset N`` when given, with ``--repeat`` runs each (the median is printed).
 With ``--duckdb RECORDS.jsonl`` the DuckDB whole-log image (``../shared/bench/duckdb_baseline.py``) is timed in the
@@ -40,9 +44,11 @@ from clusters import DUCKDB_BASELINE  # beside this script (run as a script, lik
 
 from jbod_model.image import EMPTY_IMAGE
 from jbod_model.records.entry import LogEntry
-from jbod_model.report import IncidentTracker
+from jbod_model.report import IncidentTracker, build_report
 from pipelines.lakehouse.tables import log_entries, resolve_cluster
 from pipelines.report.load import (
+    TablePartitions,
+    directory_paths_for,
     history_from_tables,
     leaderless_from_tables,
     observed_from_tables,
@@ -83,10 +89,24 @@ def main() -> None:
                                            partial(leaderless_from_tables, args.tables, cluster, observed))
         print(f"{label:14s} leaderless_from_tables {secs:7.2f} s  ({len(leaderless)} leaderless partitions)",
               flush=True)
-        secs, (_image, history) = _median_seconds(args.repeat,
-                                                  partial(history_from_tables, args.tables, cluster, n))
+        secs, partitions = _median_seconds(args.repeat, partial(TablePartitions, args.tables, cluster,
+                                                                observed.last, observed.snapshot))
+        print(f"{label:14s} TablePartitions        {secs:7.2f} s", flush=True)
+        last = -1 if observed.last is None else observed.last
+        start = time.perf_counter()
+        partitions.hosted_change(-1, last, last, frozenset())  # no broker -1: the index alone
+        print(f"{label:14s} replicas' index        {time.perf_counter() - start:7.2f} s  (the first hosted_change)",
+              flush=True)
+        del partitions
+        secs, (image, history) = _median_seconds(args.repeat,
+                                                 partial(history_from_tables, args.tables, cluster, n))
         print(f"{label:14s} history_from_tables    {secs:7.2f} s  ({len(history.incidents)} incidents, "
               f"{len(history.offline_series)} series points)", flush=True)
+        paths = directory_paths_for(args.tables, cluster, None)
+        secs, report = _median_seconds(args.repeat, partial(build_report, image, paths=paths, history=history))
+        print(f"{label:14s} build_report           {secs:7.2f} s  ({len(report.timeline)} timeline events)",
+              flush=True)
+        del image, report
         if args.replay:
             start = time.perf_counter()
             base, entries = log_entries(args.tables, cluster, n)
