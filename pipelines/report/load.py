@@ -614,10 +614,8 @@ def replica_spans(brokers: Any, starts: Any, ends: Any) -> tuple[Any, Any, dict[
     n = len(brokers)
     if not n:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), {}
-    heads = np.flatnonzero(brokers[1:] != brokers[:-1]) + 1
     joined = np.zeros(n, bool)
-    joined[1:] = starts[1:] == ends[:-1]
-    joined[heads] = False  # never across brokers
+    joined[1:] = (starts[1:] == ends[:-1]) & (brokers[1:] == brokers[:-1])  # never across brokers
     opens = ~joined
     closes = np.ones(n, bool)
     closes[:-1] = opens[1:]

@@ -191,8 +191,8 @@ def test_the_partitions_read_from_the_tables_are_the_image_at_every_offset(tmp_p
                 broker, len(hosted), hit, now)
 
 
-#: A broker's replica intervals as chains: a start, then the lengths of intervals that follow one another (a
-#: partition's versions that keep the replica); None: open (the last one).
+#: A broker's replica intervals as chains: the broker, a start, the lengths of intervals that follow one another (a
+#: partition's versions that keep the replica), and whether the last one is open.
 _CHAINS = st.lists(st.tuples(st.sampled_from([1, 2, 7]), st.integers(0, 30),
                              st.lists(st.integers(0, 6), min_size=1, max_size=4), st.booleans()), max_size=12)
 
