@@ -29,6 +29,7 @@ from pipelines.quality.frames import (
     make_columns_frame,
     make_frame,
     optional_int,
+    sorted_by,
     table_rows,
 )
 from pipelines.quality.inputs import to_ms
@@ -134,7 +135,7 @@ def _run_starts(history: pd.DataFrame, keys: list[str], flag: pd.Series) -> dict
     versions (the key was deleted, then came back) breaks a run."""
     if history.empty:
         return {}
-    h = history.assign(_flag=flag.fillna(False).astype(bool).to_numpy()).sort_values([*keys, "valid_from_offset"])
+    h = sorted_by(history.assign(_flag=flag.fillna(False).astype(bool).to_numpy()), [*keys, "valid_from_offset"])
     group = h.groupby(keys, sort=False)
     prev_flag = group["_flag"].shift()
     prev_to = group["valid_to_offset"].shift()
@@ -235,7 +236,7 @@ def _f_replica_directory_history(b: Build) -> Frame:
     hist = b.tables.history("replica_assignment_history", ["topic_name", "directory"],
                             categories=("topic_id", "topic_name", "directory"))
     key = ["topic_id", "partition_id", "broker_id"]
-    hist = hist.sort_values([*key, "valid_from_offset"])
+    hist = sorted_by(hist, [*key, "valid_from_offset"])
     group = hist.groupby(key, sort=False, observed=True)
     prev_dir = group["directory"].shift()
     prev_to = group["valid_to_offset"].shift()

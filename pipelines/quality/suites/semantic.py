@@ -193,7 +193,8 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
 
 def _f_offline_intervals(b: Build) -> Frame:
     key = ["topic_id", "partition_id", "broker_id"]
-    intervals = b.tables.history("offline_replicas", ["directory", "reason"])
+    intervals = b.tables.history("offline_replicas", ["directory", "reason"],
+                                 categories=("topic_id", "directory", "reason"))
     open_ = intervals[intervals["end_offset"].isna()]
     replicas = b.tables.table("replica_assignments")
     offline = replicas[replicas["offline"].fillna(False).astype(bool)]

@@ -1,17 +1,19 @@
-"""A check frame's nullable columns (``make_columns_frame``): the fast conversion of a list (through Arrow) is pandas'
-own conversion."""
+"""A check frame's nullable columns (``make_columns_frame``): the fast conversion of a list or an object array
+(through Arrow) is pandas' own conversion. A frame put in order (``sorted_by``) is the frame pandas sorts."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.quality.frames import make_columns_frame
+from pipelines.quality.frames import PartitionRows, make_columns_frame, sorted_by
 
 _INT64 = st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1)
 _VALUES = st.one_of(
@@ -38,12 +40,14 @@ def _outcome(make: Any) -> tuple[str, Any]:
 @settings(max_examples=300, deadline=None)
 @given(values=_VALUES, dtype=st.sampled_from(["Int64", "boolean", "string", "object"]))
 def test_a_column_is_the_series_pandas_makes_of_the_list(values: list[Any], dtype: str) -> None:
-    fast = _outcome(lambda: _column(values, dtype))
     reference = _outcome(lambda: pd.Series(values, dtype=dtype, name="c"))
-    assert fast[0] == reference[0]
-    if fast[0] == "ok":
-        assert fast[1].dtype == reference[1].dtype
-        pd.testing.assert_series_equal(fast[1], reference[1])
+    # A list, and the same values as an object array (a column taken from a table, or concatenated).
+    for given_as in (values, np.array([*values, object()], dtype=object)[:-1]):
+        fast = _outcome(lambda: _column(given_as, dtype))  # noqa: B023 - called at once
+        assert fast[0] == reference[0]
+        if fast[0] == "ok":
+            assert fast[1].dtype == reference[1].dtype
+            pd.testing.assert_series_equal(fast[1], reference[1])
 
 
 @pytest.mark.parametrize(("values", "dtype"), [
@@ -56,3 +60,50 @@ def test_nulls_stay_null_and_values_keep_their_places(values: list[Any], dtype: 
     series = _column(values, dtype)
     assert str(series.dtype) == dtype
     assert [None if pd.isna(v) else v for v in series.tolist()] == values
+
+
+_KEYS = st.lists(st.tuples(st.sampled_from(["b", "a", "c"]), st.integers(0, 3), st.integers(0, 3)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_KEYS, presorted=st.booleans(), with_null=st.booleans())
+def test_sorted_by_is_pandas_sort(rows: list[tuple[str, int, int]], presorted: bool, with_null: bool) -> None:
+    """Rows in order already (as a history comes from the tables) come back as they are, any other order sorted;
+    either way the order pandas' sort gives, ties in their own order, a categorical by its codes."""
+    frame = pd.DataFrame({"topic": pd.Categorical([t for t, _, _ in rows], categories=["a", "c", "b"]),
+                          "partition": pd.array([p for _, p, _ in rows], dtype="Int64"),
+                          "start": np.array([s for _, _, s in rows], dtype=np.int64),
+                          "n": range(len(rows))})
+    if with_null and rows:
+        frame.loc[0, "partition"] = pd.NA
+    keys = ["topic", "partition", "start"]
+    if presorted:
+        frame = frame.sort_values(keys).reset_index(drop=True)
+    got = sorted_by(frame, keys)
+    pd.testing.assert_frame_equal(got, frame.sort_values(keys))
+    if presorted and not with_null:
+        assert got is frame
+
+
+_CELLS = st.lists(st.none() | st.lists(st.none() | st.integers(-(2 ** 31), 2 ** 31 - 1), max_size=4), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=_CELLS, start=st.integers(0, 3))
+def test_partition_rows_from_arrow_are_those_from_pandas(cells: list[list[int | None] | None], start: int) -> None:
+    """The partitions' list columns read from the Arrow table are the tuples read from pandas' cells (a null cell
+    (), a null value refused the same way), whatever chunks and slices the table comes in."""
+    lists = pa.array(cells, pa.list_(pa.int32()))
+    n = len(cells)
+    whole = pa.table({
+        "topic_id": ["t"] * n, "partition_id": pa.array(range(n), pa.int32()),
+        **dict.fromkeys(("replicas", "isr", "removing_replicas", "adding_replicas", "eligible_leader_replicas",
+                         "last_known_elr"), lists),
+        "directories": pa.array([[]] * n, pa.list_(pa.string())),
+        **{name: pa.array([0] * n, pa.int32()) for name in ("leader", "leader_recovery_state", "leader_epoch",
+                                                             "partition_epoch")},
+    })
+    table = pa.concat_tables([whole.slice(start), whole.slice(0, start)])  # two chunks, one of them a slice
+    frame = table.to_pandas()
+    expected = _outcome(lambda: PartitionRows.of(frame))
+    assert _outcome(lambda: PartitionRows.of(frame, table)) == expected
