@@ -233,16 +233,20 @@ class PartitionRows:
 
     @classmethod
     def of(cls, table: pd.DataFrame, arrow: pa.Table | None = None) -> PartitionRows:
-        """The rows of ``table``; its list columns read from ``arrow`` (the Arrow table ``table`` was converted
-        from, :meth:`TableSet.take_arrow`) where given: the same tuples (:func:`_arrow_int_tuples`)."""
+        """The rows of ``table``; its list columns read from ``arrow`` where given (the table read, its list columns
+        not in ``table``: :meth:`TableSet.lists_apart`), the same values as from pandas' cells
+        (:func:`_arrow_int_tuples`)."""
 
         def int_tuples(name: str) -> list[tuple[int, ...]]:
-            fast = None if arrow is None else _arrow_int_tuples(arrow.column(name))
-            return _int_tuples(table[name]) if fast is None else fast
+            if arrow is None:
+                return _int_tuples(table[name])
+            fast = _arrow_int_tuples(arrow.column(name))
+            return _int_tuples(arrow.column(name).to_pandas()) if fast is None else fast
 
+        directories = (table["directories"].tolist() if arrow is None else arrow.column("directories").to_pylist())
         return cls(topic_ids=[t if type(t) is str else str(t) for t in table["topic_id"].tolist()],
                    partition_ids=_column_ints(table["partition_id"]), replicas=int_tuples("replicas"),
-                   directories=[as_texts(v) for v in table["directories"].tolist()], isr=int_tuples("isr"),
+                   directories=[as_texts(v) for v in directories], isr=int_tuples("isr"),
                    removing_replicas=int_tuples("removing_replicas"),
                    adding_replicas=int_tuples("adding_replicas"),
                    elr=int_tuples("eligible_leader_replicas"),
@@ -345,6 +349,7 @@ class Build:
     _model: Model | None = None
     _partitions: dict[tuple[str, int], PartitionRegistration | None] | None = None
     _partition_rows: PartitionRows | None = None
+    _partition_table: pd.DataFrame | None = None
 
     @property
     def model(self) -> Model:
@@ -366,14 +371,28 @@ class Build:
         """The ``partitions`` table's columns as Python values (:class:`PartitionRows`), held and let go with the
         registrations."""
         if self._partition_rows is None:
-            table = self.tables.table("partitions")
-            self._partition_rows = PartitionRows.of(table, self.tables.take_arrow("partitions"))
+            self._read_partitions()
+        assert self._partition_rows is not None
         return self._partition_rows
 
     @property
+    def partition_table(self) -> pd.DataFrame:
+        """The ``partitions`` table, read with :attr:`partition_rows`: its list columns may be left out (they are
+        :attr:`partition_rows`' own), every other column as :meth:`TableSet.table` gives it."""
+        if self._partition_table is None:
+            self._read_partitions()
+        assert self._partition_table is not None
+        return self._partition_table
+
+    def _read_partitions(self) -> None:
+        table, arrow = self.tables.lists_apart("partitions")
+        self._partition_table, self._partition_rows = table, PartitionRows.of(table, arrow)
+
+    @property
     def held(self) -> frozenset[str]:
-        """The tables held now (:attr:`TableSet.held`), with ``partitions`` while their registrations are."""
-        return self.tables.held | ({"partitions"} if self._partitions is not None else set())
+        """The tables held now (:attr:`TableSet.held`), with ``partitions`` while their rows or registrations are."""
+        held = self._partitions is not None or self._partition_rows is not None
+        return self.tables.held | ({"partitions"} if held else set())
 
     def release_all_but(self, keep: Collection[str]) -> None:
         """Let go of every table not in ``keep`` that was read from the tables' directory — with ``partitions``,
@@ -384,6 +403,7 @@ class Build:
         if "partitions" not in keep:
             self._partitions = None
             self._partition_rows = None
+            self._partition_table = None
 
     def record(self, row: Any) -> Record | None:
         """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should).

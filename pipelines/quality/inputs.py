@@ -40,8 +40,6 @@ class TableSet:
         self.cluster_id = cluster_id
         self.tables_dir = None if tables_dir is None else Path(tables_dir)
         self._frames: dict[str, pd.DataFrame] = dict(frames or {})
-        # The Arrow tables of _ARROW_KEPT that table() converted, until take_arrow() takes them.
-        self._arrow: dict[str, pa.Table] = {}
         self._injected = bool(frames)
 
     def table(self, name: str) -> pd.DataFrame:
@@ -57,15 +55,19 @@ class TableSet:
             else:
                 read = read_delta(self.tables_dir / name, self._filters(name))
             self._frames[name] = read.to_pandas()
-            if name in _ARROW_KEPT:
-                self._arrow[name] = read
         return self._frames[name]
 
-    def take_arrow(self, name: str) -> pa.Table | None:
-        """The Arrow table :meth:`table` converted ``name`` from — for a reader that converts its list columns
-        faster from Arrow than from pandas' cells — given once and then let go (None: ``name`` was given as a frame,
-        is not read yet, or is not one of :data:`_ARROW_KEPT`)."""
-        return self._arrow.pop(name, None)
+    def lists_apart(self, name: str) -> tuple[pd.DataFrame, pa.Table | None]:
+        """``name``'s rows for a reader that converts its list columns itself: as :meth:`table` gives them (and
+        None) where the table is given or held; otherwise read now and not held here — its other columns in pandas,
+        and the Arrow table read, lists and all. pandas makes a list cell a NumPy array: the 2 M partitions' seven
+        list columns were 14 M of them, about 1.5 GB, only to be made tuples
+        (:class:`pipelines.quality.frames.PartitionRows`)."""
+        if name in self._frames or self.tables_dir is None or name not in _LISTS_APART:
+            return self.table(name), None
+        read = read_delta(self.tables_dir / name, self._filters(name))
+        lists = [f.name for f in read.schema if pa.types.is_list(f.type) or pa.types.is_large_list(f.type)]
+        return read.drop_columns(lists).to_pandas(), read
 
     def history(self, name: str, columns: Sequence[str], *, topics: Collection[str] | None = None,
                 categories: Collection[str] = ()) -> pd.DataFrame:
@@ -170,7 +172,6 @@ class TableSet:
         if not self._injected:
             for name in [n for n in self._frames if n not in keep]:
                 del self._frames[name]
-                self._arrow.pop(name, None)
 
     @property
     def injected(self) -> bool:
@@ -194,10 +195,8 @@ class TableSet:
         return self
 
 
-#: The tables whose Arrow form :meth:`TableSet.table` keeps for :meth:`TableSet.take_arrow`: ``partitions``, whose
-#: seven list columns became 1.4 M NumPy arrays in pandas at 200 k partitions, each then made a tuple
-#: (:class:`pipelines.quality.frames.PartitionRows`).
-_ARROW_KEPT = frozenset({"partitions"})
+#: The tables :meth:`TableSet.lists_apart` reads apart (a current table: one read, no history to derive).
+_LISTS_APART = frozenset({"partitions"})
 
 
 def _lexical_categories(frame: pd.DataFrame, columns: Collection[str]) -> pd.DataFrame:

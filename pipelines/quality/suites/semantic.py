@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from jbod_model import invariants as inv
@@ -91,10 +92,15 @@ def _f_replicas(b: Build) -> Frame:
     gone = len(missing["topic_id"])
     names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
              "offline", "offline_reason")
-    # A missing replica's row has its key, directory and offset; its other columns are null.
-    columns = {("offset" if n == "since_offset" else n): [*table[n].to_numpy(dtype=object),
-                                                          *missing.get(n, [None] * gone)]
-               for n in names}
+    # A missing replica's row has its key, directory and offset; its other columns are null. Without one (a
+    # consistent table) each column is the table's own array: as Python values, the 6 M replicas' columns at 2 M
+    # partitions were gigabytes of ints and lists made only to be converted back.
+    def with_missing(name: str) -> Any:
+        if not gone:
+            return table[name].to_numpy()
+        return [*table[name].to_numpy(dtype=object), *missing.get(name, [None] * gone)]
+
+    columns = {("offset" if n == "since_offset" else n): with_missing(n) for n in names}
     view = column_of("I13.replica_view_matches")
     columns |= {view: [*ok, *[False] * gone], "why": [*why, *["missing from replica_assignments"] * gone]}
     cols = {"topic_id": "string", "topic_name": "string", "partition_id": "Int64", "broker_id": "Int64",
@@ -143,7 +149,7 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
     ``replica_assignments`` row: key, the partition's directory for it and the partition row's offset, in the
     partitions table's order (a partition listed twice: its first place, its last values)."""
     registrations = b.partitions
-    table = b.tables.table("partitions")
+    table = b.partition_table
     topics: list[str] = []
     partition_ids: list[int] = []
     brokers: list[int] = []
@@ -185,10 +191,40 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
     have = pd.DataFrame({"topic": present["topic_id"].astype(object).map(codes).fillna(-1).astype("int64"),
                          "partition_id": present["partition_id"].astype("int64"),
                          "broker_id": present["broker_id"].astype("int64")}).drop_duplicates()
-    found = expected.merge(have, on=key, how="left", indicator=True)
-    gone = found[found["_merge"] == "left_only"]
+    packed = _packed_keys(expected, have, key)
+    if packed is None:
+        found = expected.merge(have, on=key, how="left", indicator=True)
+        gone = found[found["_merge"] == "left_only"]
+    else:
+        # A replica is missing where its key is not among the rows': at 2 M partitions the merge of the 6 M keys
+        # copied both sides (1.6 GB at its peak), where the keys packed as one integer each take 96 MB.
+        gone = expected[~np.isin(packed[0], packed[1])]
     return {name: gone[name].tolist() for name in ("topic_id", "partition_id", "broker_id", "directory",
                                                     "since_offset")}
+
+
+def _packed_keys(left: pd.DataFrame, right: pd.DataFrame, key: list[str]) -> tuple[Any, Any] | None:
+    """Each frame's integer ``key`` columns as one int64 per row, packed alike (each column less its least value,
+    times the spans of those after it), so that two rows have one key exactly when they have one packed value; None
+    where the spans do not fit 62 bits."""
+    lows, spans, width = [], [], 1
+    for name in key:
+        sides = [frame[name].to_numpy(dtype=np.int64) for frame in (left, right) if len(frame)]
+        low, high = (min(int(v.min()) for v in sides), max(int(v.max()) for v in sides)) if sides else (0, 0)
+        lows.append(low)
+        spans.append(high - low + 1)
+        width *= spans[-1]
+        if width >= 1 << 62:
+            return None
+
+    def pack(frame: pd.DataFrame) -> Any:
+        out = np.zeros(len(frame), dtype=np.int64)
+        for name, low, span in zip(key, lows, spans, strict=True):
+            out *= span
+            out += frame[name].to_numpy(dtype=np.int64) - low
+        return out
+
+    return pack(left), pack(right)
 
 
 def _f_offline_intervals(b: Build) -> Frame:

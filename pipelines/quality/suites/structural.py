@@ -74,7 +74,7 @@ def _f_partitions(b: Build) -> Frame:
     # A partition row's offset is when *it* last changed; a leader can become unacceptable later, when its broker
     # changes (fenced, a disk gone): the sample also shows since when the leader's registration is as it is.
     broker_since = {int(r.broker_id): optional_int(r.since_offset) for r in b.tables.table("brokers").itertuples()}
-    table = b.tables.table("partitions")
+    table = b.partition_table
     rows, registrations = b.partition_rows, b.partitions
     get = model.uuids.get
     # Built a column at a time (a dict per row held 2 M of them at 2 M partitions), from the table's columns as
