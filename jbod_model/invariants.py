@@ -1101,23 +1101,25 @@ class _HostedIndex:
                 topic = before.topics.by_id.get(rec.topic_id)
                 if topic is not None:
                     keys.update((rec.topic_id, pid) for pid in topic.partitions)
-        for tid, pid in keys:
+        for key in keys:
+            tid, pid = key
             old = _places(before.topics.get_partition(tid, pid))
             new = _places(after.topics.get_partition(tid, pid))
             for place in old - new:
                 hosted = self._by_place.get(place)
                 if hosted is not None:
-                    hosted.discard((tid, pid))
+                    hosted.discard(key)
             for place in new - old:
-                self._by_place.setdefault(place, set()).add((tid, pid))
+                self._by_place.setdefault(place, set()).add(key)
         self._image = after
 
     def _build(self, image: MetadataImage) -> None:
         by_place: dict[tuple[int, Uuid], set[PartitionKey]] = {}
         for topic in image.topics.by_id.values():
             for pid, part in topic.partitions.items():
+                key = (topic.id, pid)  # one tuple for the partition's places: 6 M places at 2 M partitions
                 for place in _places(part):
-                    by_place.setdefault(place, set()).add((topic.id, pid))
+                    by_place.setdefault(place, set()).add(key)
         self._by_place, self._image = by_place, image
 
 

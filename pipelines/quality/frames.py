@@ -311,6 +311,8 @@ _is_none = functools.partial(operator.is_, None)
 
 #: The tables :attr:`Build.model` reads (a frame that uses the model says so in its suite's ``READS``).
 MODEL_TABLES = frozenset({"brokers", "features"})
+#: What a frame that reads :attr:`Build.partition_rows` names in its suite's ``READS``, besides ``partitions``.
+PARTITION_ROWS = "partition_rows"
 
 
 def _model(tables: TableSet) -> Model:
@@ -368,8 +370,10 @@ class Build:
 
     @property
     def partition_rows(self) -> PartitionRows:
-        """The ``partitions`` table's columns as Python values (:class:`PartitionRows`), held and let go with the
-        registrations."""
+        """The ``partitions`` table's columns as Python values (:class:`PartitionRows`), held until no frame still to
+        build reads them (:data:`PARTITION_ROWS` in its suite's ``READS``): the registrations, once built, hold
+        what the later frames read, and at 2 M partitions the rows' own lists (the directories' texts above all)
+        were 0.8 GB beside them through the replicas frame."""
         if self._partition_rows is None:
             self._read_partitions()
         assert self._partition_rows is not None
@@ -392,7 +396,8 @@ class Build:
     def held(self) -> frozenset[str]:
         """The tables held now (:attr:`TableSet.held`), with ``partitions`` while their rows or registrations are."""
         held = self._partitions is not None or self._partition_rows is not None
-        return self.tables.held | ({"partitions"} if held else set())
+        return (self.tables.held | ({"partitions"} if held else set())
+                | ({PARTITION_ROWS} if self._partition_rows is not None else set()))
 
     def release_all_but(self, keep: Collection[str]) -> None:
         """Let go of every table not in ``keep`` that was read from the tables' directory — with ``partitions``,
@@ -404,6 +409,8 @@ class Build:
             self._partitions = None
             self._partition_rows = None
             self._partition_table = None
+        if PARTITION_ROWS not in keep:
+            self._partition_rows = None
 
     def record(self, row: Any) -> Record | None:
         """A bronze row as a typed record (None if it does not decode — the job wrote it, so it always should).

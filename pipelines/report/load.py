@@ -21,7 +21,6 @@ and ``jbod image`` load the same way.
 from __future__ import annotations
 
 import bisect
-import ctypes
 import itertools
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -640,28 +639,10 @@ def _ranges(groups: Any) -> dict[int, tuple[int, int]]:
 
 
 def _release_memory() -> None:
-    """Hand the memory Arrow freed back to the system. Its allocator (mimalloc) keeps what a read's intermediate
-    tables freed (the scan, the sort's copy, the filter's) for reuse: at 200 k partitions 300-550 MB of resident
-    memory after each of the history tables, which then stayed beside the tracker and the image. The C heap
-    (numpy's arrays, Python's larger objects) is trimmed too where the C library can (glibc's ``malloc_trim``):
-    with the partitions' versions freed, glibc kept about 100 MB of them at 200 k partitions, resident through the
-    image's read."""
-    import pyarrow as pa  # noqa: PLC0415 - only the tables' readers need pyarrow
+    """:func:`pipelines.lakehouse.tables.release_memory`, imported when first needed (pyarrow, deltalake)."""
+    from pipelines.lakehouse.tables import release_memory  # noqa: PLC0415 - pyarrow/deltalake
 
-    pa.default_memory_pool().release_unused()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, None where the C library has none (macOS, musl)."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
+    release_memory()
 
 
 #: The widest span of values :func:`_grouping` sorts as 16-bit integers (numpy's stable sort of those is a radix sort);

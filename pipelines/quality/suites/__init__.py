@@ -13,6 +13,7 @@ from pathlib import Path
 from jbod_model.errors import InputError
 from jbod_model.slots import gc_paused
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
+from pipelines.lakehouse.tables import release_memory
 from pipelines.quality.apart import Apart
 from pipelines.quality.expectations import Check, Skip
 from pipelines.quality.frames import Build, Frame, FrameBuilder
@@ -27,8 +28,9 @@ SKIPS: tuple[Skip, ...] = tuple(s for name in SUITE_NAMES for s in _MODULES[name
 #: Every frame builder, by frame name (a frame may serve expectations of several suites).
 FRAMES: Mapping[str, FrameBuilder] = {frame: builder for name in SUITE_NAMES
                                       for frame, builder in _MODULES[name].FRAMES.items()}
-#: The tables each frame reads through its ``Build``, by frame name (``partitions``: the table and its registrations):
-#: what no frame still to build reads is let go (:func:`_building`).
+#: The tables each frame reads through its ``Build``, by frame name (``partitions``: the table and its registrations;
+#: ``partition_rows``: the table's columns as Python values): what no frame still to build reads is let go
+#: (:func:`_building`).
 READS: Mapping[str, frozenset[str]] = {frame: reads for name in SUITE_NAMES
                                        for frame, reads in _MODULES[name].READS.items()}
 
@@ -95,6 +97,9 @@ def _building(tables: TableSet, names: Sequence[str], settings: QualitySettings,
         # What no frame still to build reads goes now, not at the end: at 2 M partitions the partitions' table and
         # registrations (≈ 3 GB) and the replicas' rows lived through every frame after their last reader.
         build.release_all_but(frozenset().union(*(READS[n] for n in names[i + 1:])))
+        # And what was let go to the system: at 2 M partitions the first process stayed resident at 3.7 GB between
+        # frames that held none of it, and the next large frame grew on top.
+        release_memory()
 
 
 def frames_apart(tables: TableSet, names: Sequence[str], workers: int,

@@ -23,6 +23,7 @@ from jbod_model.records.metadata import (
 from pipelines.quality.expectations import Check, Skip, column_of, expect_not_in, expect_true
 from pipelines.quality.frames import (
     MODEL_TABLES,
+    PARTITION_ROWS,
     RECORD_COLUMNS,
     Build,
     Frame,
@@ -228,9 +229,10 @@ FRAMES: Mapping[str, FrameBuilder] = {
     "replay_faults": _f_replay_faults,
     "records": _f_records,
 }
-#: The tables each frame reads through ``Build`` (``partitions``: the table and ``Build.partitions``).
+#: The tables each frame reads through ``Build`` (``partitions``: the table and ``Build.partitions``;
+#: ``PARTITION_ROWS``: ``Build.partition_rows``).
 READS: Mapping[str, frozenset[str]] = {
-    "partitions": MODEL_TABLES | {"partitions", "brokers"},
+    "partitions": MODEL_TABLES | {"partitions", "brokers", PARTITION_ROWS},
     "brokers": MODEL_TABLES | {"brokers"},
     "broker_directories": frozenset({"brokers"}),
     "replay_faults": frozenset({"replay_faults"}),

@@ -42,6 +42,7 @@ from jbod_model.report import (
     Resolution,
 )
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse import tables as lakehouse_tables
 from pipelines.lakehouse.tables import metadata_image
 from pipelines.report import load
 from pipelines.report.load import TablePartitions, load_from_tables, replica_spans
@@ -247,7 +248,7 @@ def test_the_c_heap_is_trimmed_once_the_partitions_versions_are_let_go(tmp_path:
     trims: list[bool] = []  # at each trim: whether the versions were let go and the offline intervals not read yet
     monkeypatch.setattr(TablePartitions, "__init__", tracked)
     monkeypatch.setattr(load, "offline_spans", reading)
-    monkeypatch.setattr(load, "_MALLOC_TRIM",
+    monkeypatch.setattr(lakehouse_tables, "_MALLOC_TRIM",
                         lambda pad: trims.append(pad == 0 and bool(made) and made[0]() is None and not read))
     got, want = _both(tmp_path, [*PRELUDE, *RECOVERY])
     assert got == want and read
