@@ -373,7 +373,7 @@ class Build:
         """The ``partitions`` table's columns as Python values (:class:`PartitionRows`), held until no frame still to
         build reads them (:data:`PARTITION_ROWS` in its suite's ``READS``): the registrations, once built, hold
         what the later frames read, and at 2 M partitions the rows' own lists (the directories' texts above all)
-        were 0.8 GB beside them through the replicas frame."""
+        were about 0.5 GB beside them through the replicas frame."""
         if self._partition_rows is None:
             self._read_partitions()
         assert self._partition_rows is not None
