@@ -1026,6 +1026,36 @@ def _key_order(rows: pa.Table, keys: Sequence[str], start: str) -> tuple[pa.Arra
     return order, breaks
 
 
+def key_packing(columns: Sequence[Sequence[Any]]) -> tuple[list[int], list[int], int] | None:
+    """How :func:`pack_keys` packs rows keyed by integer ``columns`` (each key column given as the int64 numpy arrays
+    of every table whose rows are packed alike): each column's least value and span, and the product of the spans —
+    None where that does not fit 62 bits."""
+    lows, spans, width = [], [], 1
+    for pieces in columns:
+        present = [values for values in pieces if len(values)]
+        low, high = ((min(int(v.min()) for v in present), max(int(v.max()) for v in present)) if present
+                     else (0, 0))
+        lows.append(low)
+        spans.append(high - low + 1)
+        width *= spans[-1]
+        if width >= 1 << 62:
+            return None
+    return lows, spans, width
+
+
+def pack_keys(parts: Sequence[Any], lows: Sequence[int], spans: Sequence[int]) -> Any:
+    """Rows keyed by the int64 numpy arrays ``parts`` (one per key column) as one int64 each: each column less its
+    least value, times the spans of those after it (:func:`key_packing`), so that two rows packed alike have one key
+    exactly when they have one packed value, and the packed values sort as the keys do. Done in place, in the one
+    array made for it (Horner's rule over the columns; :func:`_packed_order` says why)."""
+    packed = np.subtract(parts[0], lows[0])
+    for values, low, span in zip(parts[1:], lows[1:], spans[1:], strict=True):
+        packed *= span
+        packed += values
+        packed -= low
+    return packed
+
+
 def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Array | pa.ChunkedArray,
                   ) -> tuple[pa.Array, Any] | None:
     """The order that sorts rows by ``keys`` (integer columns: ranks or ids) then ``start``, stably, from the keys
@@ -1056,20 +1086,11 @@ def _packed_order(keys: Mapping[str, pa.Array | pa.ChunkedArray], start: pa.Arra
     starts = values_of(start)
     if not parts:
         return pa.array(np.argsort(starts, kind="stable")), np.zeros(len(starts), dtype=np.int64)
-    lows, spans = [], []
-    width = 1
-    for values in parts:
-        low, high = bounds(values)
-        lows.append(low)
-        spans.append(high - low + 1)
-        width *= spans[-1]
-        if width >= 1 << 62:
-            return None
-    packed = np.subtract(parts[0], lows[0])  # the one array of the rows' size made for the key
-    for values, low, span in zip(parts[1:], lows[1:], spans[1:], strict=True):
-        packed *= span
-        packed += values
-        packed -= low
+    packing = key_packing([[values] for values in parts])
+    if packing is None:
+        return None
+    lows, spans, width = packing
+    packed = pack_keys(parts, lows, spans)
     low, high = bounds(starts)
     span = high - low + 1
     if width * span < 1 << 62:

@@ -15,6 +15,7 @@ from jbod_model.directory_id import DirectoryState
 from jbod_model.errors import JbodError
 from jbod_model.replicas import OfflineReason
 from jbod_model.uuid import Uuid
+from pipelines.lakehouse.tables import key_packing, pack_keys
 from pipelines.quality.expectations import Check, Skip, column_of, expect_true
 from pipelines.quality.frames import (
     MODEL_TABLES,
@@ -204,27 +205,15 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
 
 
 def _packed_keys(left: pd.DataFrame, right: pd.DataFrame, key: list[str]) -> tuple[Any, Any] | None:
-    """Each frame's integer ``key`` columns as one int64 per row, packed alike (each column less its least value,
-    times the spans of those after it), so that two rows have one key exactly when they have one packed value; None
-    where the spans do not fit 62 bits."""
-    lows, spans, width = [], [], 1
-    for name in key:
-        sides = [frame[name].to_numpy(dtype=np.int64) for frame in (left, right) if len(frame)]
-        low, high = (min(int(v.min()) for v in sides), max(int(v.max()) for v in sides)) if sides else (0, 0)
-        lows.append(low)
-        spans.append(high - low + 1)
-        width *= spans[-1]
-        if width >= 1 << 62:
-            return None
-
-    def pack(frame: pd.DataFrame) -> Any:
-        out = np.zeros(len(frame), dtype=np.int64)
-        for name, low, span in zip(key, lows, spans, strict=True):
-            out *= span
-            out += frame[name].to_numpy(dtype=np.int64) - low
-        return out
-
-    return pack(left), pack(right)
+    """Each frame's integer ``key`` columns as one int64 per row, packed alike (:func:`pack_keys`); None where the
+    spans do not fit."""
+    columns = [[frame[name].to_numpy(dtype=np.int64) for frame in (left, right)] for name in key]
+    packing = key_packing(columns)
+    if packing is None:
+        return None
+    lows, spans, _ = packing
+    return (pack_keys([pieces[0] for pieces in columns], lows, spans),
+            pack_keys([pieces[1] for pieces in columns], lows, spans))
 
 
 def _f_offline_intervals(b: Build) -> Frame:
