@@ -32,6 +32,7 @@ import heapq
 import itertools
 import operator
 from abc import ABC, abstractmethod
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -527,18 +528,6 @@ class _Affected:
     isr_restored: LogPosition | None = None
     moved: LogPosition | None = None
     deleted: LogPosition | None = None
-    # The sparse tracker's alone (:meth:`SparseIncidentTracker._follow_through`): the batch ends at which a
-    # follow-up first sees the partition with a leader, with the broker in its ISR, without the broker among its
-    # replicas, with the broker's replica in another directory than the failed one, and gone (:class:`FirstSeen`;
-    # :data:`NEVER`: none does), and where a later incident of the broker took the follow-up over.
-    first_leader: int = field(default=-1, compare=False)
-    first_in_isr: int = field(default=-1, compare=False)
-    first_out: int = field(default=-1, compare=False)
-    first_off_disk: int = field(default=-1, compare=False)
-    first_gone: int = field(default=-1, compare=False)
-    cut: int = field(default=-1, compare=False)
-    #: The store's own number for the partition (:attr:`HostedChange.handles`), -1 where it gave none.
-    handle: int = field(default=-1, compare=False)
 
     def freeze(self) -> AffectedPartition:
         # Positionally, without the frozen keyword __init__: a 200 k cluster's report freezes 633 k of them.
@@ -550,8 +539,7 @@ class _Affected:
 # keyword ``__init__`` (``jbod_model.slots``; none of them has a ``__post_init__``). Every field, in order.
 #: ``(partition, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
 _new_affected_partition: Final = slot_constructor(AffectedPartition)
-#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted, first_leader,
-#: first_in_isr, first_out, first_off_disk, first_gone, cut, handle)``
+#: ``(ref, lost_leadership, lost_isr, leaderless, leader_restored, isr_restored, moved, deleted)``
 _new_affected: Final = slot_constructor(_Affected)
 #: ``(topic_id, topic_name, partition_id)``
 _new_partition_ref: Final = slot_constructor(PartitionRef)
@@ -658,7 +646,8 @@ class FirstSeen:
     partition's state (the one after the batch, as a follow-up reads it: :func:`seen_by`) shows each thing a
     follow-up can learn — a leader, the broker in the ISR, the broker outside the replicas, the broker's replica in
     another directory than the pair's, the partition gone (only where it existed at ``after``). :data:`NEVER`
-    where no batch end does; a state that starts and is replaced inside one batch is never seen."""
+    where no batch end does; a state that starts and is replaced inside one batch is never seen. Each column an
+    ``array('q')`` (as :class:`SparseIncidentTracker` keeps them: a large cluster's report asks for millions)."""
 
     leader: Sequence[int]
     in_isr: Sequence[int]
@@ -672,7 +661,7 @@ class FirstSeen:
         """The columns read off the registrations themselves (``state_at(pk, offset)``: the partition after the
         batch that ends at ``offset``, or at an ask's ``after``; None: it does not exist then): what a store's
         must equal."""
-        columns: tuple[list[int], ...] = ([], [], [], [], [])
+        columns: tuple[array[int], ...] = tuple(array("q") for _ in range(5))
         for pk, b, failed, after in zip(asks.partitions, asks.broker_ids, asks.directories, asks.afters,
                                         strict=True):
             first = [NEVER] * 5
@@ -1222,13 +1211,12 @@ class HostedChange:
         b = self.broker_id
         keys, names, leaders, in_isr = self.keys, self.names, self.leaders, self.in_isr
         exists_after, leaders_after, in_isr_after = self.exists_after, self.leaders_after, self.in_isr_after
-        handles = self.handles or [-1] * len(keys)
         out = []
         for i in rows:
             (tid, pid), now, lead = keys[i], exists_after[i], leaders_after[i]
             out.append(_new_affected(_new_partition_ref(tid, names[i], pid), leaders[i] == b and (not now or lead != b),
                                      in_isr[i] and not (now and in_isr_after[i]), now and lead == NO_LEADER,
-                                     None, None, None, None, -1, -1, -1, -1, -1, -1, handles[i]))
+                                     None, None, None, None))
         return out
 
     def directory_failure(self, directory: Uuid) -> dict[PartitionKey, _Affected]:
@@ -1253,6 +1241,37 @@ class HostedChange:
         (:func:`_moved` on the registration after it); a partition gone in the batch is not among them."""
         return [pk for pk, now, d in zip(self.keys, self.exists_after, self.directories_after, strict=True)
                 if now and pk in incident.partitions and _moved(incident, d)]
+
+    def handles_of(self, incident: _Incident) -> array[int]:
+        """The store's number (:attr:`handles`) of each partition of an incident these columns opened, in the order
+        the incident holds them — the columns' order, in which :meth:`directory_failure` and :meth:`broker_offline`
+        pick them; -1 each where the store gave none."""
+        partitions = incident.partitions
+        if not self.handles:
+            return array("q", [-1]) * len(partitions)
+        handles = array("q", [h for pk, h in zip(self.keys, self.handles, strict=True) if pk in partitions])
+        if len(handles) != len(partitions):
+            raise AssertionError(f"incident {incident.id} holds partitions its broker's columns do not")
+        return handles
+
+
+class _Follow:
+    """Where the follow-up of each partition an incident hit first sees each thing (:class:`FirstSeen`): item i of
+    each column is the incident's i-th partition, in the order it holds them. The sparse tracker's alone
+    (:meth:`SparseIncidentTracker._follow_through`): as machine integers, since a 2 M-partition cluster's report
+    follows millions of partitions, and five integer objects on each cost about a gigabyte."""
+
+    __slots__ = ("cuts", "gone", "in_isr", "leader", "off_disk", "out")
+
+    def __init__(self, size: int) -> None:
+        never = array("q", [NEVER]) * size
+        self.leader, self.in_isr, self.out, self.off_disk, self.gone = (array("q", never) for _ in range(5))
+        #: The batch end at which a later incident of the broker took a partition's follow-up over, for the few
+        #: that one did (:meth:`SparseIncidentTracker._watch_partitions`).
+        self.cuts: dict[PartitionKey, int] = {}
+
+    def columns(self) -> tuple[array[int], array[int], array[int], array[int], array[int]]:
+        return self.leader, self.in_isr, self.out, self.off_disk, self.gone
 
 
 class SparseIncidentTracker(IncidentTracker):
@@ -1300,6 +1319,8 @@ class SparseIncidentTracker(IncidentTracker):
         self._watched: dict[int, int] = {}
         # The directory failures due to end evacuated, by batch index (:meth:`_follow_through`).
         self._evacuated: dict[int, list[_Incident]] = {}
+        # By incident id, where each of its follow-ups first sees each thing (:meth:`_follow_through`).
+        self._follow: dict[int, _Follow] = {}
         self._batch = -1
         self._batch_end = -1
         super().__init__(image, max_closed_incidents=max_closed_incidents, max_series_points=max_series_points)
@@ -1359,10 +1380,10 @@ class SparseIncidentTracker(IncidentTracker):
                 if earlier.ended is None or earlier.id not in self._incidents or self._watched_until(earlier) <= at:
                     continue
                 small, large = sorted((earlier.partitions, incident.partitions), key=len)
+                cuts = self._follow[earlier.id].cuts  # followed: else it would have been watched until -1
                 for pk in small:
                     if pk in large:
-                        a = earlier.partitions[pk]
-                        a.cut = min(a.cut, at)
+                        cuts[pk] = min(cuts.get(pk, NEVER), at)
         self._by_broker.setdefault(b, []).append(incident)
 
     def _unwatch_settled(self, incident: _Incident) -> None:
@@ -1384,93 +1405,138 @@ class SparseIncidentTracker(IncidentTracker):
             if incident.ended is None:  # not ended by its disk's return already (only ended ones are forgotten)
                 self._close(incident, at, Resolution.DIRECTORY_EVACUATED)
 
-    def _stops(self, incident: _Incident) -> Iterable[tuple[_Affected, int, int]]:
+    def _stops(self, incident: _Incident) -> Iterable[tuple[_Affected, int, int, int, int, int]]:
         """Each partition the incident hit, the batch end at which its follow-up stopped (:data:`NEVER`: it had not
-        by the last batch), and the one at which it first saw the replica moved (:func:`_moved`: off the failed disk
-        while a directory failure is open, or out of the replica set)."""
+        by the last batch), the one at which it first saw the replica moved (:func:`_moved`: off the failed disk
+        while a directory failure is open, or out of the replica set), and those at which it first saw a leader,
+        the broker in the ISR and the partition gone (:class:`_Follow`). -1 for each where it is not followed
+        yet."""
+        follow = self._follow.get(incident.id)
+        if follow is None:
+            for a in incident.partitions.values():
+                yield a, -1, -1, -1, -1, -1
+            return
         ended = self._closed_at.get(incident.id, NEVER)
         off_disk_counts = incident.kind is IncidentKind.DIRECTORY_FAILURE
-        for a in incident.partitions.values():
-            moved = a.first_out
-            if off_disk_counts and a.first_off_disk <= ended and a.first_off_disk < moved:
-                moved = a.first_off_disk
-            recovered = max(a.first_leader if a.leaderless else -1, a.first_in_isr if a.lost_isr else -1, ended)
-            yield a, min(a.first_gone, moved, recovered, a.cut), moved
+        cuts = follow.cuts
+        for (pk, a), leader, in_isr, out, off_disk, gone in zip(incident.partitions.items(), *follow.columns(),
+                                                                 strict=True):
+            moved = out
+            if off_disk_counts and off_disk <= ended and off_disk < moved:
+                moved = off_disk
+            recovered = max(leader if a.leaderless else -1, in_isr if a.lost_isr else -1, ended)
+            stop = min(gone, moved, recovered)
+            if cuts:
+                stop = min(stop, cuts.get(pk, NEVER))
+            yield a, stop, moved, leader, in_isr, gone
 
     def _watched_until(self, incident: _Incident) -> int:
         """A batch end by which every follow-up of a closed incident has stopped: where the last one did when it
         closed (a later take-over only stops them sooner)."""
         until = self._watched.get(incident.id)
         if until is None:
-            until = max((stop for _, stop, _ in self._stops(incident)), default=-1)
+            until = max((stop for _, stop, _, _, _, _ in self._stops(incident)), default=-1)
             self._watched[incident.id] = until
         return until
 
     def _follow_through(self, incidents: Sequence[_Incident], after: int, ends: Sequence[int],
                         partitions: PartitionHistory, fresh: Mapping[int, set[PartitionKey]],
-                        pending: list[int]) -> None:
+                        pending: list[int], handles: Mapping[int, array[int]]) -> None:
         """Where each partition the ``incidents`` (opened in the batch that ends at ``after``) hit first shows each
-        thing a follow-up learns (:class:`FirstSeen`, onto its ``_Affected``), and the batch at which each directory
-        failure will have been evacuated if its disk does not return first (pushed onto ``pending``). ``fresh``:
-        by incident id, the partitions whose replica the incident found moved already — a follow-up first sees
-        them at the next record on the partition or its deletion, and from there on."""
-        hit = [(incident, pk, a) for incident in incidents for pk, a in incident.partitions.items()]
-        if not hit:
+        thing a follow-up learns (:class:`FirstSeen`, onto the incident's :class:`_Follow`), and the batch at which
+        each directory failure will have been evacuated if its disk does not return first (pushed onto
+        ``pending``). ``fresh``: by incident id, the partitions whose replica the incident found moved already — a
+        follow-up first sees them at the next record on the partition or its deletion, and from there on.
+        ``handles``: by incident id, the store's number of each of its partitions (:meth:`HostedChange.handles_of`;
+        absent: none)."""
+        asked = [incident for incident in incidents if incident.partitions]
+        if not asked:
             return
-        self._first_seen(hit, [after] * len(hit), ends, partitions)
-        moved = [(incident, pk, a) for incident, pk, a in hit if pk in fresh.get(incident.id, ())]
+        for incident in asked:
+            self._follow[incident.id] = _Follow(len(incident.partitions))
+        total = sum(len(incident.partitions) for incident in asked)
+        self._first_seen([(incident, None) for incident in asked], array("q", [after]) * total, ends, partitions,
+                         handles)
+        moved = [(incident, i, pk) for incident in asked if (found := fresh.get(incident.id))
+                 for i, pk in enumerate(incident.partitions) if pk in found]
         if moved:
-            touches = partitions.next_touches({pk for _, pk, _ in moved}, after)
-            looked: list[tuple[_Incident, PartitionKey, _Affected]] = []
-            froms: list[int] = []
-            for incident, pk, a in moved:
+            touches = partitions.next_touches({pk for _, _, pk in moved}, after)
+            looked: dict[int, tuple[_Incident, list[int], list[int]]] = {}
+            for incident, i, pk in moved:
+                follow = self._follow[incident.id]
                 k = len(ends) if (touch := touches.get(pk)) is None else bisect.bisect_left(ends, touch)
-                first = min(a.first_gone, ends[k] if k < len(ends) else NEVER)
+                first = min(follow.gone[i], ends[k] if k < len(ends) else NEVER)
                 if first == NEVER:
-                    a.first_leader = a.first_in_isr = a.first_out = a.first_off_disk = NEVER
+                    follow.leader[i] = follow.in_isr[i] = follow.out[i] = follow.off_disk[i] = NEVER
                 else:
-                    looked.append((incident, pk, a))
+                    _, positions, froms = looked.setdefault(incident.id, (incident, [], []))
+                    positions.append(i)
                     froms.append(ends[bisect.bisect_left(ends, first) - 1])
             if looked:
-                self._first_seen(looked, froms, ends, partitions)
-        for incident in incidents:
-            if incident.kind is not IncidentKind.DIRECTORY_FAILURE or not incident.partitions:
+                self._first_seen([(incident, positions) for incident, positions, _ in looked.values()],
+                                 array("q", [f for _, _, froms in looked.values() for f in froms]), ends, partitions,
+                                 handles)
+        for incident in asked:
+            if incident.kind is not IncidentKind.DIRECTORY_FAILURE:
                 continue
-            gone = max(min(a.first_gone, a.first_out, a.first_off_disk) for a in incident.partitions.values())
+            follow = self._follow[incident.id]
+            gone = max(map(min, follow.gone, follow.out, follow.off_disk))
             if gone != NEVER:
                 k = bisect.bisect_left(ends, gone)
                 self._evacuated.setdefault(k, []).append(incident)
                 heapq.heappush(pending, k)
 
-    @staticmethod
-    def _first_seen(hit: Sequence[tuple[_Incident, PartitionKey, _Affected]], afters: Sequence[int],
-                    ends: Sequence[int], partitions: PartitionHistory) -> None:
-        """Ask the store where each of ``hit`` (incident, partition, its follow-up) first shows each thing after the
-        batch end beside it in ``afters``, onto the follow-ups (none taken over yet)."""
-        seen = partitions.first_seen(FollowAsks([pk for _, pk, _ in hit], [i.broker_id for i, _, _ in hit],
-                                                [_failed_disk(i) for i, _, _ in hit], afters,
-                                                [a.handle for _, _, a in hit]), ends)
-        for (_, _, a), leader, in_isr, out, off_disk, gone in zip(hit, seen.leader, seen.in_isr, seen.out,
-                                                                   seen.off_disk, seen.gone, strict=True):
-            a.first_leader, a.first_in_isr, a.first_out, a.first_off_disk, a.first_gone = (
-                leader, in_isr, out, off_disk, gone)
-            a.cut = NEVER
+    def _first_seen(self, hit: Sequence[tuple[_Incident, Sequence[int] | None]], afters: Sequence[int],
+                    ends: Sequence[int], partitions: PartitionHistory, handles: Mapping[int, array[int]]) -> None:
+        """Ask the store where the partitions of ``hit`` (each incident with the positions of those of its partitions
+        to ask for, None: all) first show each thing after the batch end beside each in ``afters``, onto the
+        incidents' :class:`_Follow` (none taken over yet)."""
+        keys: list[PartitionKey] = []
+        brokers, directories, numbers = array("q"), [], array("q")
+        for incident, positions in hit:
+            own = list(incident.partitions)
+            known = handles.get(incident.id)
+            n = len(own) if positions is None else len(positions)
+            if positions is None:
+                keys.extend(own)
+                numbers.extend(known if known is not None else array("q", [-1]) * n)
+            else:
+                keys.extend([own[i] for i in positions])
+                numbers.extend(array("q", [known[i] for i in positions]) if known is not None
+                               else array("q", [-1]) * n)
+            brokers.extend(array("q", [incident.broker_id]) * n)
+            directories.extend([_failed_disk(incident)] * n)
+        seen = partitions.first_seen(FollowAsks(keys, brokers, directories, afters, numbers), ends)
+        columns = [_int_column(c) for c in (seen.leader, seen.in_isr, seen.out, seen.off_disk, seen.gone)]
+        lo = 0
+        for incident, positions in hit:
+            mine = self._follow[incident.id].columns()
+            if positions is None:
+                hi = lo + len(incident.partitions)
+                for column, got in zip(mine, columns, strict=True):
+                    column[:] = got[lo:hi]
+            else:
+                hi = lo + len(positions)
+                for column, got in zip(mine, columns, strict=True):
+                    for i, value in zip(positions, got[lo:hi], strict=True):
+                        column[i] = value
+            lo = hi
 
     def _settle(self, positions: Mapping[int, LogPosition]) -> None:
         """What each follow-up of the incidents kept recorded, from where it first saw each thing and where it
         stopped (``positions``: each batch end's :class:`LogPosition`)."""
         for incident in self._incidents.values():
-            for a, stopped, moved in self._stops(incident):
+            for a, stopped, moved, leader, in_isr, gone in self._stops(incident):
                 # Nothing seen is past where a follow-up stops; what was never seen (NEVER) stays None.
                 stop = min(stopped, NEVER - 1)
-                if a.first_gone <= stop:
-                    a.deleted = positions[a.first_gone]
+                if gone <= stop:
+                    a.deleted = positions[gone]
                 if moved <= stop:
                     a.moved = positions[moved]
-                if a.leaderless and a.first_leader <= stop:
-                    a.leader_restored = positions[a.first_leader]
-                if a.lost_isr and a.first_in_isr <= stop:
-                    a.isr_restored = positions[a.first_in_isr]
+                if a.leaderless and leader <= stop:
+                    a.leader_restored = positions[leader]
+                if a.lost_isr and in_isr <= stop:
+                    a.isr_restored = positions[in_isr]
 
     def run(self, ends: Sequence[int], first_times: Sequence[int | None],
             broker_entries: Mapping[int, Sequence[LogEntry]], partitions: PartitionHistory) -> list[int]:
@@ -1484,7 +1550,7 @@ class SparseIncidentTracker(IncidentTracker):
         pending = list(broker_entries)
         heapq.heapify(pending)
         # The base image's incidents, followed from its offset.
-        self._follow_through(list(self._incidents.values()), start, ends, partitions, {}, pending)
+        self._follow_through(list(self._incidents.values()), start, ends, partitions, {}, pending, {})
         open_dirs: list[int] = []
         last_ts = None
         done = -1
@@ -1530,9 +1596,14 @@ class SparseIncidentTracker(IncidentTracker):
             cluster = MetadataImage(features=after.features, cluster=after.cluster, last_offset=end)
             open_dirs.append(len(self._open_dirs))
             opened = [self._incidents[i] for i in range(first_new, self._next_id) if i in self._incidents]
-            fresh = {i.id: set(self._changes[i.broker_id].moved(i)) for i in opened}
+            changes = self._changes
+            fresh = {i.id: set(changes[i.broker_id].moved(i)) for i in opened}
+            handles = {i.id: changes[i.broker_id].handles_of(i) for i in opened}
             self._changes = {}
-            self._follow_through(opened, end, ends, partitions, fresh, pending)
+            self._follow_through(opened, end, ends, partitions, fresh, pending, handles)
+            if len(self._follow) > len(self._incidents):  # some forgotten (max_closed_incidents): their columns go
+                for gone in [i for i in self._follow if i not in self._incidents]:
+                    del self._follow[gone]
         open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))
         self._settle(_BatchPositions(ends, first_times))
         for ts in first_times:
@@ -1563,6 +1634,11 @@ class _BatchPositions(dict[int, LogPosition]):
             raise KeyError(end)
         self[end] = position = LogPosition(end, self._first_times[k])
         return position
+
+
+def _int_column(values: Sequence[int]) -> array[int]:
+    """A :class:`FirstSeen` column as machine integers (a store may give an ``array('q')`` already)."""
+    return values if isinstance(values, array) and values.typecode == "q" else array("q", values)
 
 
 def _failed_disk(incident: _Incident) -> Uuid | None:
