@@ -1494,14 +1494,18 @@ def online_directories(tables_dir: str | Path, cluster: str | None = None, as_of
 
 def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None,
                     on_directories: Sequence[str] | None = None) -> MetadataImage:
-    def state(name: str, *columns: str) -> list[list[Any]]:
+    def read(name: str, *columns: str) -> tuple[pa.Table, list[str]]:
         entity = ENTITIES[name]
         rows = entity_state(tables_dir, entity, cid, as_of_offset, columns)
         if name == "partition" and on_directories is not None:
             dirs = rows.column("directories").combine_chunks()
             hit = pc.is_in(pc.list_flatten(dirs), pa.array(on_directories, pa.string()))
             rows = rows.take(pc.unique(pc.filter(pc.list_parent_indices(dirs), hit)))
-        return [rows.column(c).to_pylist() for c in (*(k for k, _ in entity.key), *columns)]
+        return rows, [*(k for k, _ in entity.key), *columns]
+
+    def state(name: str, *columns: str) -> list[list[Any]]:
+        rows, names = read(name, *columns)
+        return [rows.column(c).to_pylist() for c in names]
 
     uuids: dict[str, Uuid] = {}
 
@@ -1520,17 +1524,24 @@ def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None,
             "broker", "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "is_migrating_zk_broker",
             "rack", "log_dirs", "listeners"), strict=True)}
     parts: dict[str, dict[int, PartitionRegistration]] = {}
-    columns = state("partition", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch",
-                    "partition_epoch", "directories", "adding_replicas", "removing_replicas",
-                    "eligible_leader_replicas", "last_known_elr")
+    partitions, names = read("partition", "replicas", "isr", "leader", "leader_recovery_state", "leader_epoch",
+                             "partition_epoch", "directories", "adding_replicas", "removing_replicas",
+                             "eligible_leader_replicas", "last_known_elr")
     # Each distinct directory parsed once, then every replica's looked up by map, in C: a Python call per replica
     # was a fifth of the image's time at 200 k partitions.
-    directory = {d: uuid(d) for d in set(itertools.chain.from_iterable(columns[8]))}.__getitem__
-    for t, p, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk in zip(*columns, strict=True):
-        # Positionally, without the keyword __init__ (checked as it checks): 200 k of them at 200 k partitions.
-        parts.setdefault(t, {})[p] = PartitionRegistration.from_fields(
-            tuple(replicas), tuple(map(directory, dirs)), tuple(isr), tuple(removing), tuple(adding), tuple(elr),
-            tuple(lk), leader, lrs, le, pe)
+    directory = {d: uuid(d) for d in pc.unique(pc.list_flatten(partitions.column("directories"))).to_pylist()
+                 }.__getitem__
+    # The rows made Python values a slice at a time: the 2 M partitions' columns as lists at once were about 1 GB
+    # beside the registrations made from them, the report's peak (docs/performance.md).
+    for lo in range(0, partitions.num_rows, _IMAGE_SLICE_ROWS):
+        piece = partitions.slice(lo, _IMAGE_SLICE_ROWS)
+        for t, p, replicas, isr, leader, lrs, le, pe, dirs, adding, removing, elr, lk in zip(
+                *(piece.column(c).to_pylist() for c in names), strict=True):
+            # Positionally, without the keyword __init__ (checked as it checks): 200 k of them at 200 k partitions.
+            parts.setdefault(t, {})[p] = PartitionRegistration.from_fields(
+                tuple(replicas), tuple(map(directory, dirs)), tuple(isr), tuple(removing), tuple(adding),
+                tuple(elr), tuple(lk), leader, lrs, le, pe)
+    del partitions
     topics = {uuid(t): TopicImage(name=name, id=uuid(t), partitions=parts.get(t, {}))
               for t, name in zip(*state("topic", "topic_name"), strict=True)}
     base, entries = log_entries(tables_dir, cid, as_of_offset, types=[t.TYPE_NAME for t in CONFIGURATION_RECORDS])
@@ -1538,6 +1549,10 @@ def _metadata_image(tables_dir: str | Path, cid: str, as_of_offset: int | None,
     return MetadataImage(features=FeaturesImage(levels), cluster=ClusterImage(brokers),
                          topics=TopicsImage(topics, {t.name: i for i, t in topics.items()}), configs=configs,
                          last_offset=last_offset(tables_dir, cid, as_of_offset))
+
+
+#: How many partition rows :func:`metadata_image` makes Python values of at a time.
+_IMAGE_SLICE_ROWS: Final = 65_536
 
 
 def _listeners(text: str | None) -> tuple[BrokerEndpoint, ...]:

@@ -37,6 +37,7 @@ from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import affected_image
 from pipelines.config.profiles import MaintenanceSettings
+from pipelines.lakehouse import tables as lakehouse_tables
 from pipelines.lakehouse.maintenance import maintain
 from pipelines.lakehouse.tables import (
     DIR_INVENTORY,
@@ -203,8 +204,12 @@ def _without_supported_features(image: MetadataImage) -> MetadataImage:
         b: dataclasses.replace(r, supported_features=()) for b, r in image.cluster.brokers.items()}))
 
 
-def test_the_model_image_from_the_tables_is_the_replays(tmp_path: Path) -> None:
+@pytest.mark.parametrize("slice_rows", [None, 3])
+def test_the_model_image_from_the_tables_is_the_replays(tmp_path: Path, slice_rows: int | None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # Configs, topic deletions and transactions in the log; small batches leave superseded and removal rows.
+    if slice_rows is not None:  # the partitions made Python values a few rows at a time, across many slices
+        monkeypatch.setattr(lakehouse_tables, "_IMAGE_SLICE_ROWS", slice_rows)
     spec = dataclasses.replace(SYNTHETIC, operations=80)
     log = [e for e in churn_log(spec) if isinstance(e, LogEntry)]
     assert {type(e.record) for e in log} >= {ConfigRecord, RemoveTopicRecord, BeginTransactionRecord}
