@@ -1554,6 +1554,7 @@ class SparseIncidentTracker(IncidentTracker):
         open_dirs: list[int] = []
         last_ts = None
         done = -1
+        dropped = self._dropped
         while pending:
             k = heapq.heappop(pending)
             if k <= done:
@@ -1601,7 +1602,8 @@ class SparseIncidentTracker(IncidentTracker):
             handles = {i.id: changes[i.broker_id].handles_of(i) for i in opened}
             self._changes = {}
             self._follow_through(opened, end, ends, partitions, fresh, pending, handles)
-            if len(self._follow) > len(self._incidents):  # some forgotten (max_closed_incidents): their columns go
+            if self._dropped != dropped:  # incidents forgotten (max_closed_incidents): their columns go with them
+                dropped = self._dropped
                 for gone in [i for i in self._follow if i not in self._incidents]:
                     del self._follow[gone]
         open_dirs.extend([len(self._open_dirs)] * (len(ends) - done - 1))

@@ -248,7 +248,7 @@ class TablePartitions:
         self._tables, self._cluster, self._upto, self._snapshot = tables, cluster, upto, snapshot
         bound = -1 if upto is None else upto
         # The stored rows as read, and the versions' rows among them in partition, then start order: the scalar
-        # columns are taken in that order, the lists gathered from their flat values (:func:`_flat`).
+        # columns are taken in that order, the lists gathered from their flat values (:func:`_gathered`).
         read, rows, starts, ends = entity_version_rows(tables, ENTITIES["partition"], cluster, bound, self._COLUMNS)
         # Every list column as plain arrays (its values and each row's first index), read through numpy views
         # (:meth:`_numpy`) by the rows the rules ask for; the directory ids as indices into their distinct values.

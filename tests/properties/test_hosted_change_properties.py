@@ -308,3 +308,5 @@ def test_the_incidents_decided_over_columns_are_the_trackers(log: list[LogEntry]
                 for k, batch in enumerate(later)}, _Images(start, ends, images, later))
     assert sparse.incidents() == reference.incidents()
     assert sparse.dropped_incidents == reference.dropped_incidents
+    # What the tracker keeps of a forgotten incident's follow-ups goes with it (millions of pairs at 2 M partitions).
+    assert sparse._follow.keys() <= sparse._incidents.keys()
