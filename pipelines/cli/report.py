@@ -67,13 +67,18 @@ def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | No
             shared.console(stderr=True).print(f"wrote {html / 'index.html'} and {len(fleet.reported)} cluster pages",
                                               highlight=False)
         if as_json:
-            # The fleet's document, cluster by cluster from the texts kept (never every report at once): the
-            # bytes one dumps of the whole document would give.
+            # The fleet's document, cluster by cluster from the documents kept (never every report at once): the
+            # bytes one dumps of the whole document would give. Each kept document is copied as its bytes, between
+            # the pieces this process writes as text (flushed before each copy, so that they stay in order).
+            out = sys.stdout.buffer
             sys.stdout.write('{"clusters":[')
             for i, outcome in enumerate(fleet.reported):
                 sys.stdout.write(("," if i else "") + '{"clusterId":' + dumps_without_floats(outcome.cluster)
                                  + ',"report":')
-                _print_text(outcome.json_text(), end="}")
+                sys.stdout.flush()
+                outcome.copy_json(out)
+                out.flush()
+                sys.stdout.write("}")
             sys.stdout.write('],"notReported":' + dumps_without_floats(skipped) + "}\n")
             return
         for outcome in fleet.reported:

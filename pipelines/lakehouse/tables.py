@@ -44,6 +44,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -740,10 +741,47 @@ def plain_types(table: pa.Table) -> pa.Table:
 #: the way it is written (docs/performance.md, "The tables' reads a batch at a time").
 _ENGINE_SETTINGS: Final = {"datafusion.optimizer.join_reordering": "false"}
 
+#: How many partitions DataFusion plans each scan of this process in (:func:`scan_partitions`); None: its own
+#: default, one per core.
+_scan_partitions: int | None = None
+
+
+def set_scan_partitions(partitions: int | None) -> None:
+    """Plan each query of this process in ``partitions`` partitions (None: one per core, DataFusion's default).
+
+    One, for a process that runs beside others of the same command, one per core — a fleet report's workers, the
+    check's two processes: each keeps its core busy by itself, so a scan spread over every core only adds the
+    threads' hand-offs and the partitions' merges to the machine's CPU (a fleet cluster's queries 1.09 → 1.00 s of
+    CPU; docs/performance.md, "Scans of a process that shares the cores"). A process alone on the machine keeps the
+    default: its scans are the one thing then using the second core."""
+    global _scan_partitions  # noqa: PLW0603 - a setting of the process, as DataFusion's own would be
+    if partitions is not None and partitions < 1:
+        raise ValueError(f"a scan is planned in at least one partition, not {partitions}")
+    _scan_partitions = partitions
+
+
+@contextmanager
+def scan_partitions(partitions: int | None) -> Iterator[None]:
+    """:func:`set_scan_partitions` while the block runs, the setting before it restored after."""
+    before = _scan_partitions
+    set_scan_partitions(partitions)
+    try:
+        yield
+    finally:
+        set_scan_partitions(before)
+
+
+def engine_settings() -> dict[str, str]:
+    """The settings each query's DataFusion session gets: :data:`_ENGINE_SETTINGS`, and the process's
+    :func:`scan_partitions`."""
+    if _scan_partitions is None:
+        return dict(_ENGINE_SETTINGS)
+    return {**_ENGINE_SETTINGS, "datafusion.execution.target_partitions": str(_scan_partitions)}
+
 
 def _engine() -> QueryBuilder:
-    """A DataFusion session (delta-rs' :class:`~deltalake.QueryBuilder`) with :data:`_ENGINE_SETTINGS`."""
-    return QueryBuilder(_ENGINE_SETTINGS)
+    """A DataFusion session (delta-rs' :class:`~deltalake.QueryBuilder`) with :func:`engine_settings`."""
+    return QueryBuilder(engine_settings())
 
 
 def _run(table: DeltaTable, name: str, sql: str, encoded: Collection[str] = ()) -> pa.Table:

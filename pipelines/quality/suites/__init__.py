@@ -13,7 +13,7 @@ from pathlib import Path
 from jbod_model.errors import InputError
 from jbod_model.slots import gc_paused
 from pipelines.config.profiles import SUITE_NAMES, QualitySettings
-from pipelines.lakehouse.tables import release_memory
+from pipelines.lakehouse.tables import release_memory, scan_partitions
 from pipelines.quality.apart import Apart
 from pipelines.quality.expectations import Check, Skip
 from pipelines.quality.frames import Build, Frame, FrameBuilder
@@ -76,8 +76,10 @@ def frames_as_built(tables: TableSet, checks: Sequence[Check], settings: Quality
     if not apart:
         yield from _building(tables, names, settings, inputs)
         return
+    # Two processes, each keeping a core busy: each plans its scans on one (``scan_partitions``).
     with Apart(build_apart, tables.cluster_id, tables.tables_dir, apart, settings, inputs) as there:
-        yield from _building(tables, [n for n in names if n not in apart], settings, inputs)
+        with scan_partitions(1):
+            yield from _building(tables, [n for n in names if n not in apart], settings, inputs)
         yield from there.result().items()
 
 
@@ -115,4 +117,5 @@ def frames_apart(tables: TableSet, names: Sequence[str], workers: int,
 def build_apart(cluster_id: str, tables_dir: Path, names: Sequence[str], settings: QualitySettings,
                 inputs: ExternalInputs) -> dict[str, Frame]:
     """:func:`frames_as_built`' second process: ``names`` built from the tables as the first process reads them."""
-    return dict(_building(TableSet(cluster_id, tables_dir), names, settings, inputs))
+    with scan_partitions(1):
+        return dict(_building(TableSet(cluster_id, tables_dir), names, settings, inputs))

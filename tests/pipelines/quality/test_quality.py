@@ -839,10 +839,24 @@ def test_each_table_is_read_once_and_let_go_once_no_frame_still_to_build_reads_i
     assert {"partitions", "replica_assignments", "broker_history"} <= set(misses)
 
 
-def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: Path) -> None:
+def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """With two cores and a large log, the log suite's frame is built in a second process while this one builds the
     others (``build_frames(workers=2)``): every frame is what one process builds. Not vacuous:
-    the log holds an I10 violation (a PartitionRecord v0, without Directories, at metadata.version 3.9)."""
+    the log holds an I10 violation (a PartitionRecord v0, without Directories, at metadata.version 3.9). This
+    process's frames are read with its scans planned on one core then (the other process has the other), and on
+    every core when it builds them all alone."""
+    from pipelines.lakehouse import tables as lakehouse_tables
+    from pipelines.quality import suites
+
+    scans: list[str | None] = []
+    records = suites.FRAMES["records"]
+
+    def watched(build: Build) -> Any:
+        scans.append(lakehouse_tables.engine_settings().get("datafusion.execution.target_partitions"))
+        return records(build)
+
+    monkeypatch.setitem(suites.FRAMES, "records", watched)  # type: ignore[index]
     log = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=0, directories=()))
            if e.offset == 13 else e for e in demo_log()]
     write_lakehouse(tmp_path, "i10", log)
@@ -857,6 +871,8 @@ def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: 
         pd.testing.assert_frame_equal(apart[name].data, frame.data)
         assert dataclasses.replace(apart[name], data=None) == dataclasses.replace(frame, data=None)  # type: ignore[arg-type]
     assert here["log_violations"].data["invariant"].tolist() == ["I10"]
+    assert scans == [None, "1"]
+    assert lakehouse_tables.engine_settings() == dict(lakehouse_tables._ENGINE_SETTINGS)
 
 
 def test_the_records_read_a_range_of_offsets_at_a_time_are_the_table_and_the_frames_are_the_same(
