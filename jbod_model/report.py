@@ -1239,8 +1239,10 @@ class HostedChange:
     def moved(self, incident: _Incident) -> list[PartitionKey]:
         """Of the incident's partitions, those the broker no longer holds where it was hit after the batch
         (:func:`_moved` on the registration after it); a partition gone in the batch is not among them."""
+        # :func:`_moved` with the incident's open failure looked up once, not once a partition.
+        failed, hit = _open_failure(incident), incident.partitions
         return [pk for pk, now, d in zip(self.keys, self.exists_after, self.directories_after, strict=True)
-                if now and pk in incident.partitions and _moved(incident, d)]
+                if now and pk in hit and _moved_off(failed, d)]
 
     def handles_of(self, incident: _Incident) -> array[int]:
         """The store's number (:attr:`handles`) of each partition of an incident these columns opened, in the order
@@ -1379,11 +1381,11 @@ class SparseIncidentTracker(IncidentTracker):
             for earlier in self._by_broker.get(b, ()):
                 if earlier.ended is None or earlier.id not in self._incidents or self._watched_until(earlier) <= at:
                     continue
-                small, large = sorted((earlier.partitions, incident.partitions), key=len)
                 cuts = self._follow[earlier.id].cuts  # followed: else it would have been watched until -1
-                for pk in small:
-                    if pk in large:
-                        cuts[pk] = min(cuts.get(pk, NEVER), at)
+                # The partitions both hit, intersected in C (over the smaller of the two).
+                for pk in earlier.partitions.keys() & incident.partitions.keys():
+                    if at < cuts.get(pk, NEVER):
+                        cuts[pk] = at
         self._by_broker.setdefault(b, []).append(incident)
 
     def _unwatch_settled(self, incident: _Incident) -> None:
@@ -1419,15 +1421,27 @@ class SparseIncidentTracker(IncidentTracker):
         ended = self._closed_at.get(incident.id, NEVER)
         off_disk_counts = incident.kind is IncidentKind.DIRECTORY_FAILURE
         cuts = follow.cuts
+        # Comparisons, not min() and max(): this runs for every followed pair, twice for most (hundreds of
+        # thousands at 200 k partitions), and a builtin's call cost more than the rule it computes.
         for (pk, a), leader, in_isr, out, off_disk, gone in zip(incident.partitions.items(), *follow.columns(),
                                                                  strict=True):
             moved = out
             if off_disk_counts and off_disk <= ended and off_disk < moved:
                 moved = off_disk
-            recovered = max(leader if a.leaderless else -1, in_isr if a.lost_isr else -1, ended)
-            stop = min(gone, moved, recovered)
+            # The follow-up stops at the first of: the partition gone, the replica moved, and (once the incident
+            # ended) the last of the recoveries it lost.
+            stop = gone if gone < moved else moved
+            recovered = ended
+            if a.leaderless and leader > recovered:
+                recovered = leader
+            if a.lost_isr and in_isr > recovered:
+                recovered = in_isr
+            if recovered < stop:  # noqa: PLR1730 - comparisons, not min(): see above
+                stop = recovered
             if cuts:
-                stop = min(stop, cuts.get(pk, NEVER))
+                cut = cuts.get(pk, NEVER)
+                if cut < stop:  # noqa: PLR1730 - as above
+                    stop = cut
             yield a, stop, moved, leader, in_isr, gone
 
     def _watched_until(self, incident: _Incident) -> int:
@@ -1528,7 +1542,7 @@ class SparseIncidentTracker(IncidentTracker):
         for incident in self._incidents.values():
             for a, stopped, moved, leader, in_isr, gone in self._stops(incident):
                 # Nothing seen is past where a follow-up stops; what was never seen (NEVER) stays None.
-                stop = min(stopped, NEVER - 1)
+                stop = stopped if stopped < NEVER else NEVER - 1
                 if gone <= stop:
                     a.deleted = positions[gone]
                 if moved <= stop:

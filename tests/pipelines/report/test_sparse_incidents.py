@@ -103,13 +103,16 @@ def test_a_replica_moved_off_the_disk_in_the_failure_batch_is_dated_by_its_next_
         PartitionChangeRecord(topic_id=ORDERS, partition_id=2, directories=(A2,)),
         BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, log_dirs=(A2,)),
     ])
-    untouched = (90, [PartitionChangeRecord(topic_id=ORDERS, partition_id=2)])  # offset 10: only the partition epoch
-    got, want = _both(tmp_path, [*PRELUDE, moved_first, untouched, *RECOVERY])
+    # Offset 10: a batch that does not touch orders-2 (its version from the failure's batch lasts past it, yet no
+    # follow-up looks at it there); offset 11: a record on it that changes only the partition epoch.
+    elsewhere = (75, [PartitionChangeRecord(topic_id=ORDERS, partition_id=1)])
+    untouched = (90, [PartitionChangeRecord(topic_id=ORDERS, partition_id=2)])
+    got, want = _both(tmp_path, [*PRELUDE, moved_first, elsewhere, untouched, *RECOVERY])
     assert got == want
     incident = next(i for i in want.incidents if i.kind is IncidentKind.DIRECTORY_FAILURE)
     assert incident.directory == A1
     moved = {p.partition.partition_id: p.moved for p in incident.partitions}
-    assert moved[2] is not None and moved[2].offset == 10  # dated by that record
+    assert moved[2] is not None and moved[2].offset == 11  # dated by that record, not by the batch before it
 
 
 def test_a_partition_two_incidents_follow_is_looked_at_for_each(tmp_path: Path) -> None:
