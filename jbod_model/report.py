@@ -1162,9 +1162,8 @@ class HostedChange:
     broker_id: int
     hosted: int
     keys: Sequence[PartitionKey]
-    #: Each partition as an incident names it, with its topic's name before the batch. A store may hand out one
-    #: object per partition however many incidents hit it: at 2 M partitions a report follows millions of hits.
-    refs: Sequence[PartitionRef]
+    #: The topic's name before the batch.
+    names: Sequence[str]
     #: The broker's directory of the partition before the batch.
     directories: Sequence[Uuid]
     leaders: Sequence[int]
@@ -1193,8 +1192,7 @@ class HostedChange:
         keys = list(before)
         olds = [before[pk][1] for pk in keys]
         news = [after[pk][1] if pk in after else None for pk in keys]
-        return cls(broker_id=b, hosted=hosted, keys=keys,
-                   refs=[_new_partition_ref(pk[0], before[pk][0], pk[1]) for pk in keys],
+        return cls(broker_id=b, hosted=hosted, keys=keys, names=[before[pk][0] for pk in keys],
                    directories=[part.directory(b) for part in olds], leaders=[part.leader for part in olds],
                    in_isr=[b in part.isr for part in olds], exists_after=[now is not None for now in news],
                    leaders_after=[NO_LEADER if now is None else now.leader for now in news],
@@ -1211,12 +1209,12 @@ class HostedChange:
     def _affected(self, rows: Iterable[int]) -> list[_Affected]:
         """:meth:`affected` of the rows at ``rows`` (column positions), in that order."""
         b = self.broker_id
-        refs, leaders, in_isr = self.refs, self.leaders, self.in_isr
+        keys, names, leaders, in_isr = self.keys, self.names, self.leaders, self.in_isr
         exists_after, leaders_after, in_isr_after = self.exists_after, self.leaders_after, self.in_isr_after
         out = []
         for i in rows:
-            now, lead = exists_after[i], leaders_after[i]
-            out.append(_new_affected(refs[i], leaders[i] == b and (not now or lead != b),
+            (tid, pid), now, lead = keys[i], exists_after[i], leaders_after[i]
+            out.append(_new_affected(_new_partition_ref(tid, names[i], pid), leaders[i] == b and (not now or lead != b),
                                      in_isr[i] and not (now and in_isr_after[i]), now and lead == NO_LEADER,
                                      None, None, None, None))
         return out

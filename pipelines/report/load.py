@@ -56,7 +56,6 @@ from jbod_model.report import (
     HostedChange,
     LogPosition,
     PartitionKey,
-    PartitionRef,
     ReplicaKey,
     ReportHistory,
     ReportTracker,
@@ -292,8 +291,6 @@ class TablePartitions:
         # Partition i's rows are firsts[i]:firsts[i + 1].
         self._firsts = _offsets(pa.concat_arrays([heads, pa.array([n], pa.int64())]))
         self._index: dict[PartitionKey, int] = {pk: i for i, pk in enumerate(self._unique)}
-        # Each partition's reference as the incidents name it, once handed out (:meth:`_refs`).
-        self._made_refs: list[PartitionRef | None] = [None] * len(self._unique)
         # The versions without a leader, for the series' counts (leader_spans).
         no_leader = pc.equal(versions.column("leader"), pa.scalar(NO_LEADER, pa.int32()))
         self._leaderless = (_ascending(starts.filter(no_leader)), _ascending(pc.drop_null(ends.filter(no_leader))))
@@ -364,32 +361,15 @@ class TablePartitions:
         directory = self._directory_of(b, rows)
         directory_after = np.full(len(later), -1, np.int64)
         directory_after[exists] = self._directory_of(b, later[exists])
-        unique, directory_ids = self._unique, self._directory_ids
+        unique, names, topic, directory_ids = self._unique, self._topic_names, self._np_names, self._directory_ids
         handles = self._np_key_index[rows].tolist()
         return HostedChange(
             broker_id=b, hosted=hosted, keys=[unique[k] for k in handles], handles=handles,
-            refs=self._refs(handles, self._np_names[rows].tolist()),
-            directories=[directory_ids[d] for d in directory.tolist()],
+            names=[names[t] for t in topic[rows].tolist()], directories=[directory_ids[d] for d in directory.tolist()],
             leaders=leader[rows].tolist(), in_isr=in_isr.tolist(), exists_after=exists.tolist(),
             leaders_after=np.where(exists, leader[later], NO_LEADER).tolist(),
             in_isr_after=(exists & in_isr_after).tolist(),
             directories_after=[None if d < 0 else directory_ids[d] for d in directory_after.tolist()])
-
-    def _refs(self, handles: list[int], names: list[int]) -> list[PartitionRef]:
-        """Each partition (by its number here) as an incident names it, with its topic's name (by its index into the
-        names): one object per partition, made the first time a change hands it out — a topic id keeps its name
-        (Kafka names a topic once, in the TopicRecord that creates the id). A partition is hit by several incidents
-        (three times on average in the 200 k benchmark cluster's report), and each one's own copy was an object per
-        hit beside the followed pair — millions at 2 M partitions."""
-        made, unique, texts = self._made_refs, self._unique, self._topic_names
-        out = []
-        for h, n in zip(handles, names, strict=True):
-            ref = made[h]
-            if ref is None:
-                tid, pid = unique[h]
-                ref = made[h] = PartitionRef(topic_id=tid, topic_name=texts[n], partition_id=pid)
-            out.append(ref)
-        return out
 
     def _ending_within(self, before: int, after: int) -> Any:
         """The rows of the versions that are the state at ``before`` and end by ``after`` (in no order)."""

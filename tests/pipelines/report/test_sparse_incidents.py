@@ -130,9 +130,6 @@ def test_a_partition_two_incidents_follow_is_looked_at_for_each(tmp_path: Path) 
     incident = next(i for i in want.incidents if i.kind is IncidentKind.DIRECTORY_FAILURE)
     moved = {p.partition.partition_id: p.moved for p in incident.partitions}
     assert moved[0] is not None and moved[0].offset == 12
-    # From the tables, one reference to orders-0 however many incidents hit it (millions of hits at 2 M partitions).
-    refs = [p.partition for i in got.incidents for p in i.partitions if p.partition.partition_id == 0]
-    assert len(refs) == 2 and refs[0] is refs[1]
 
 
 @pytest.mark.parametrize("radix", [True, False], ids=["radix", "comparison sort"])
