@@ -43,6 +43,7 @@ from jbod_model.report import (
     format_partitions,
 )
 from jbod_model.slots import gc_paused, gc_paused_iteration
+from jbod_model.uuid import Uuid
 from pipelines.report.wording import FIRST_NAMES, counted, split_long
 
 if TYPE_CHECKING:
@@ -154,15 +155,28 @@ def _incident(i: Incident) -> list[dict[str, Any]]:
     # One dict per partition, :func:`_part`'s keys first, written out: a disk's incident lists every partition it
     # held (633 k rows in a 200 k cluster's report), and a merged _part dict and four calls each cost 2.5× as much
     # (docs/performance.md, "Image and what-if within the goal").
+    # What repeats within an incident is made once: a topic id's text (a disk holds partitions of few topics), and
+    # each position's object (a disk's replicas move off it in a few batches) — by the position's id, which stays
+    # its own while the incident, and so the position, lives.
     rows = []
+    ids: dict[Uuid, str] = {}
+    made: dict[int, dict[str, Any]] = {}
+
+    def pos(at: LogPosition) -> dict[str, Any]:
+        made[id(at)] = out = {"offset": at.offset, "timestamp": at.timestamp}
+        return out
+
     for p in i.partitions:
         ref, restored, back, moved, deleted = p.partition, p.leader_restored, p.isr_restored, p.moved, p.deleted
-        rows.append({"topicId": str(ref.topic_id), "topicName": ref.topic_name, "partitionId": ref.partition_id,
+        topic = ids.get(ref.topic_id)
+        if topic is None:
+            topic = ids[ref.topic_id] = str(ref.topic_id)
+        rows.append({"topicId": topic, "topicName": ref.topic_name, "partitionId": ref.partition_id,
                      "lostLeadership": p.lost_leadership, "lostIsr": p.lost_isr, "leaderless": p.leaderless,
-                     "leaderRestored": None if restored is None else _pos(restored),
-                     "isrRestored": None if back is None else _pos(back),
-                     "moved": None if moved is None else _pos(moved),
-                     "deleted": None if deleted is None else _pos(deleted)})
+                     "leaderRestored": None if restored is None else made.get(id(restored)) or pos(restored),
+                     "isrRestored": None if back is None else made.get(id(back)) or pos(back),
+                     "moved": None if moved is None else made.get(id(moved)) or pos(moved),
+                     "deleted": None if deleted is None else made.get(id(deleted)) or pos(deleted)})
     return rows
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jbod_model.records.json_codec import Slices, dumps_pieces, dumps_without_floats
-from jbod_model.report import DirLocation, InventoryJoin, JbodReport, PartitionStatus, build_report
+from jbod_model.report import DirLocation, InventoryJoin, JbodReport, LogPosition, PartitionStatus, build_report
 from jbod_model.simulator.cluster import Simulation
 from jbod_model.simulator.config import SimulationConfig
 from jbod_model.uuid import Uuid
@@ -193,6 +193,36 @@ def test_split_long() -> None:
 def test_the_json_lists_every_replica() -> None:
     """The JSON is the contract (docs/report-json.md): collapsing is the HTML's alone."""
     assert len(report_to_json(big_report())["offlineReplicas"][0]["replicas"]) == PARTITIONS // 2
+
+
+def test_an_incidents_json_rows_are_its_partitions_field_by_field() -> None:
+    """Each row of an incident's ``partitions`` is its partition: the topic's id and name, the partition, what it
+    lost, and each follow-up's position — the renderer makes a position's object once per incident and a topic id's
+    text once, so here the four positions of each row differ, are shared between rows, or are equal but not the same
+    object, and the partitions span two topics with the same partition ids."""
+    report = big_report()
+    row = report.incidents[0]
+    at = [LogPosition(100 + k, None if k % 3 == 0 else 1_700_000_000_000 + k) for k in range(7)]
+    other_topic = Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ")
+    # A fifth of them in a second topic, numbered as the first topic's partitions are.
+    parts = tuple(replace(p, partition=replace(p.partition, topic_id=other_topic, topic_name="other",
+                                               partition_id=i // 5) if i % 5 == 0 else p.partition,
+                          leader_restored=at[i % 7] if i % 2 else None, isr_restored=at[(i + 1) % 7],
+                          moved=LogPosition(at[(i + 2) % 7].offset, at[(i + 2) % 7].timestamp) if i % 3 else None,
+                          deleted=at[(i + 3) % 7] if i % 4 == 0 else None)
+                  for i, p in enumerate(row.incident.partitions))
+    edited = replace(report, incidents=(replace(row, incident=replace(row.incident, partitions=parts)),))
+
+    def pos(p: LogPosition | None) -> dict[str, Any] | None:
+        return None if p is None else {"offset": p.offset, "timestamp": p.timestamp}
+
+    got = report_to_json(edited)["incidents"][0]["partitions"]
+    assert got == [{"topicId": str(p.partition.topic_id), "topicName": p.partition.topic_name,
+                    "partitionId": p.partition.partition_id, "lostLeadership": p.lost_leadership,
+                    "lostIsr": p.lost_isr, "leaderless": p.leaderless, "leaderRestored": pos(p.leader_restored),
+                    "isrRestored": pos(p.isr_restored), "moved": pos(p.moved), "deleted": pos(p.deleted)}
+                   for p in parts]
+    assert len(parts) == PARTITIONS // 2 and {r["topicName"] for r in got} == {"orders", "other"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
