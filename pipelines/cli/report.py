@@ -68,8 +68,9 @@ def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | No
                                               highlight=False)
         if as_json:
             # The fleet's document, cluster by cluster from the documents kept (never every report at once): the
-            # bytes one dumps of the whole document would give. Each kept document is copied as its bytes, between
-            # the pieces this process writes as text (flushed before each copy, so that they stay in order).
+            # bytes one dumps of the whole document would give. Each kept document is copied as its bytes into the
+            # buffer under stdout, between the pieces this process writes as text: the text is flushed into that
+            # buffer before each copy, and what it writes after a copy lands after it.
             out = sys.stdout.buffer
             sys.stdout.write('{"clusters":[')
             for i, outcome in enumerate(fleet.reported):
@@ -77,7 +78,6 @@ def _fleet_report(tables: Path, as_of: str | None, explicit: DirectoryPaths | No
                                  + ',"report":')
                 sys.stdout.flush()
                 outcome.copy_json(out)
-                out.flush()
                 sys.stdout.write("}")
             sys.stdout.write('],"notReported":' + dumps_without_floats(skipped) + "}\n")
             return

@@ -508,29 +508,27 @@ def test_a_process_sharing_the_cores_plans_each_scan_in_one_partition(tmp_path: 
     runs in one partition, where two partitions spread the scan's batches and hash the groups between them; the
     answers are the same, the process's setting is back after the block, and a scan is never planned in no
     partition."""
-    from pipelines.lakehouse import tables
-
     log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=40)) if isinstance(e, LogEntry)]
     write_lakehouse(tmp_path, "c", log, batch_size=7)
     stored = DeltaTable(str(tmp_path / "records"))
 
     def plan() -> str:
-        explained = pa.table(tables._engine().register("t", stored).execute(
+        explained = pa.table(lakehouse_tables._engine().register("t", stored).execute(
             "EXPLAIN SELECT type, COUNT(*) AS n FROM t WHERE cluster_id = 'c' GROUP BY type"))
         return "\n".join(explained.column("plan").to_pylist())
 
     whole = as_of_image(tmp_path, "c")
-    with tables.scan_partitions(2):
+    with lakehouse_tables.scan_partitions(2):
         assert "RepartitionExec: partitioning=Hash([type@0], 2)" in plan()
-        with tables.scan_partitions(1):
-            assert tables.engine_settings()["datafusion.execution.target_partitions"] == "1"
+        with lakehouse_tables.scan_partitions(1):
+            assert lakehouse_tables.engine_settings()["datafusion.execution.target_partitions"] == "1"
             assert "RepartitionExec" not in plan()
             assert "AggregateExec: mode=Single" in plan()
             assert as_of_image(tmp_path, "c") == whole
         assert "RepartitionExec: partitioning=Hash([type@0], 2)" in plan()
-    assert tables.engine_settings() == dict(tables._ENGINE_SETTINGS)
+    assert lakehouse_tables.engine_settings() == dict(lakehouse_tables._ENGINE_SETTINGS)
     with pytest.raises(ValueError, match="at least one partition"):
-        tables.set_scan_partitions(0)
+        lakehouse_tables.set_scan_partitions(0)
 
 
 _KEYS = st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3)), min_size=1, max_size=40)
