@@ -225,18 +225,21 @@ class MetadataLog:
         ``include_control`` (they are always read, to check offsets and copies). Copies that disagree raise
         :class:`DecodeError` whatever the policy: nothing tells which copy is right.
 
-        One copy without control records — what every replay reads — takes :meth:`_single_copy_batches`: the same
-        entries, checks and faults, handed on a batch at a time (one generator per batch instead of three per
-        record)."""
+        One copy — what every replay and the Spark job's source read — takes :meth:`_single_copy_batches`: the
+        same entries, checks and faults as :meth:`merged_entries`, handed on a batch at a time (one generator per
+        batch instead of three per record)."""
         rep = report if report is not None else ReadReport()
-        if len(self.copies) == 1 and not include_control:
+        if len(self.copies) == 1:
             return chain.from_iterable(self._single_copy_batches(start_offset, until_offset, policy, rep,
-                                                                 max_batch_bytes))
-        return self._merged_entries(start_offset, until_offset, policy, rep, include_control, max_batch_bytes)
+                                                                 include_control, max_batch_bytes))
+        return self.merged_entries(start_offset, until_offset, policy, rep, include_control, max_batch_bytes)
 
-    def _merged_entries(self, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
-                        include_control: bool, max_batch_bytes: int) -> Iterator[LogEntry | ControlEntry]:
-        """:meth:`log_entries` record by record: every copy's records merged by offset (the reference path)."""
+    def merged_entries(self, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
+                       include_control: bool, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                       ) -> Iterator[LogEntry | ControlEntry]:
+        """:meth:`log_entries` record by record: every copy's records merged by offset. The reference path: it reads
+        several copies, and the one-copy path is held to it by property tests
+        (``tests/properties/test_log_read_properties.py``)."""
         streams = [self._copy_items(i, start, until, policy, report, max_batch_bytes)
                    for i in range(len(self.copies))]
         merged: Iterable[_Item] = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda t: t[0])
@@ -258,11 +261,13 @@ class MetadataLog:
         return out
 
     def _single_copy_batches(self, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
-                             max_batch_bytes: int) -> Iterator[list[LogEntry]]:
-        """The metadata records of a single copy, as :meth:`_merged_entries` gives them, in lists: a whole batch
-        at a time when its offsets simply continue the log (deltas 0, 1, 2, … from the next expected offset, all
-        inside ``[start, until)``), else record by record through the same checks as the reference path, each
-        record handed on before the next is checked (so a fault comes after the same records as there)."""
+                             include_control: bool, max_batch_bytes: int,
+                             ) -> Iterator[Sequence[LogEntry | ControlEntry]]:
+        """The records of a single copy, as :meth:`merged_entries` gives them, in lists: a whole batch of metadata
+        records at a time when its offsets simply continue the log (deltas 0, 1, 2, … from the next expected
+        offset, all inside ``[start, until)``), else record by record through the same checks as the reference
+        path, each record handed on before the next is checked (so a fault comes after the same records as there);
+        a control batch's records (a batch holds one kind or the other) only with ``include_control``."""
         offsets = _Contiguity(start, policy, report)
         last = -1  # the last offset read from this copy: as in _copy_items
         for segment in self._segments(0, start, until):
@@ -288,8 +293,8 @@ class MetadataLog:
                 for k, entry in enumerate(records):
                     offset = entry.offset
                     if offset >= start and (until is None or offset < until) and offsets.accept(
-                            (offset, 0, entry, values[k])) and isinstance(entry, LogEntry):
-                        yield [entry]
+                            (offset, 0, entry, values[k])) and (include_control or isinstance(entry, LogEntry)):
+                        yield (entry,)
 
     def _copy_items(self, index: int, start: int, until: int | None, policy: ReadPolicy, report: ReadReport,
                     max_batch_bytes: int) -> Iterator[_Item]:

@@ -1,10 +1,9 @@
 """The log reader's fast paths equal the reference ones.
 
-* ``MetadataLog.log_entries`` of one copy without control records (a whole batch at a time,
-  ``_single_copy_batches``) gives what the record-by-record merge gives (the path ``include_control=True`` takes,
-  its control entries left out): the same entries in the same order, the same fault after the same entries, the
-  same report — on logs with gaps, overlapping and repeated batches, offsetDeltas that do not count 0, 1, 2, …,
-  control batches, corrupt batches, start and until offsets anywhere, under both policies.
+* ``MetadataLog.log_entries`` of one copy (a whole batch at a time), with or without control records, gives what
+  the record-by-record merge ``MetadataLog.merged_entries`` gives: the same entries in the same order, the same fault
+  after the same entries, the same report — on logs with gaps, overlapping and repeated batches, offsetDeltas that do
+  not count 0, 1, 2, …, control batches, corrupt batches, start and until offsets anywhere, under both policies.
 * ``decode_records`` of a batch's values equals ``decode_record`` of each: records, warnings aside, and the error of
   the first value that fails.
 """
@@ -24,7 +23,7 @@ from record_strategies import RECORD_VERSIONS, message_strategy
 
 from jbod_model.errors import DecodeError
 from jbod_model.records.binary import UnknownRecordWarning, decode_record, decode_records, encode_record
-from jbod_model.records.control import LeaderChangeMessage, Voter, encode_control_record
+from jbod_model.records.control import ControlEntry, LeaderChangeMessage, Voter, encode_control_record
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import NoOpRecord, PartitionChangeRecord, TopicRecord
 from jbod_model.storage.files import segment_file_name
@@ -91,12 +90,11 @@ def _write(root: Path, segments: list[list[bytes]]) -> MetadataLog:
     return MetadataLog.open(root)
 
 
-def _outcome(entries: Iterator[Any]) -> tuple[list[LogEntry], str | None]:
-    got: list[LogEntry] = []
+def _outcome(entries: Iterator[Any]) -> tuple[list[LogEntry | ControlEntry], str | None]:
+    got: list[LogEntry | ControlEntry] = []
     try:
         for entry in entries:
-            if isinstance(entry, LogEntry):
-                got.append(entry)
+            got.append(entry)
     except DecodeError as e:
         return got, str(e)
     return got, None
@@ -108,16 +106,16 @@ def _report(report: ReadReport) -> tuple[Any, ...]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(log=_logs(), policy=st.sampled_from(["fail", "skip"]))
+@given(log=_logs(), policy=st.sampled_from(["fail", "skip"]), include_control=st.booleans())
 def test_single_copy_batches_equal_the_record_by_record_merge(
-        tmp_path_factory: Any, log: tuple[list[list[bytes]], int, int | None], policy: ReadPolicy) -> None:
+        tmp_path_factory: Any, log: tuple[list[list[bytes]], int, int | None], policy: ReadPolicy,
+        include_control: bool) -> None:
     segments, start, until = log
     metadata_log = _write(tmp_path_factory.mktemp("log"), segments)
     fast_report, reference_report = ReadReport(), ReadReport()
     fast = _outcome(metadata_log.log_entries(start_offset=start, until_offset=until, policy=policy,
-                                             report=fast_report))
-    reference = _outcome(metadata_log.log_entries(start_offset=start, until_offset=until, policy=policy,
-                                                  report=reference_report, include_control=True))
+                                             report=fast_report, include_control=include_control))
+    reference = _outcome(metadata_log.merged_entries(start, until, policy, reference_report, include_control))
     assert fast == reference
     assert _report(fast_report) == _report(reference_report)
 
