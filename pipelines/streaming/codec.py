@@ -319,8 +319,8 @@ def pack_rows(rows: Iterable[InputRow]) -> bytes:
     and read and a sort; a packet of thousands of rows pays that once (docs/state-design.md, "Packets"). Pickle, as
     pyspark's own workers exchange Python values: a packet is written and read by the same job's Python, in the same
     micro-batch (a restarted batch writes its packets again), and each row holds its record's JSON text, which a JSON
-    packet escaped character by character — pickle read the 200 k log's packets in a fifth of orjson's time, in half
-    the bytes (docs/state-design.md, "Packets pickled")."""
+    packet escaped character by character: the 200 k log's packets are read in 0.38 s of CPU against orjson's 0.99 s,
+    and are 186 MB against 433 (docs/state-design.md, "Packets pickled")."""
     return pickle.dumps([_packed_values(r) for r in rows], protocol=pickle.HIGHEST_PROTOCOL)
 
 
