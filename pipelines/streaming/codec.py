@@ -321,7 +321,8 @@ def pack_rows(rows: Iterable[InputRow]) -> bytes:
     micro-batch (a restarted batch writes its packets again), and each row holds its record's JSON text, which a JSON
     packet escaped character by character: the 200 k log's packets are read in 0.38 s of CPU against orjson's 0.99 s,
     and are 186 MB against 433 (docs/state-design.md, "Packets pickled")."""
-    return pickle.dumps([_packed_values(r) for r in rows], protocol=pickle.HIGHEST_PROTOCOL)
+    # Protocol 5 named, not the interpreter's highest: the form docs/state-design.md measured, whatever Python runs.
+    return pickle.dumps([_packed_values(r) for r in rows], protocol=5)
 
 
 #: Where each field is in a packed row (:func:`unpack_rows`).
