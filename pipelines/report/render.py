@@ -155,9 +155,10 @@ def _incident(i: Incident) -> list[dict[str, Any]]:
     # One dict per partition, :func:`_part`'s keys first, written out: a disk's incident lists every partition it
     # held (633 k rows in a 200 k cluster's report), and a merged _part dict and four calls each cost 2.5× as much
     # (docs/performance.md, "Image and what-if within the goal").
-    # What repeats within an incident is made once: a topic id's text (a disk holds partitions of few topics), and
-    # each position's object (a disk's replicas move off it in a few batches) — by the position's id, which stays
-    # its own while the incident, and so the position, lives.
+    # What repeats within an incident is made once: a topic id's text (a disk holds partitions of few topics; Uuid
+    # remembers its text too, but asking it is a Python call a row), and each position's object (a disk's replicas
+    # move off it in a few batches) — by the position's id, which stays its own while the incident, and so the
+    # position, lives.
     rows = []
     ids: dict[Uuid, str] = {}
     made: dict[int, dict[str, Any]] = {}
