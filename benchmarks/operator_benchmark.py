@@ -19,11 +19,16 @@ left the output packets out (they were ``output_packets_cpu_seconds``); until th
 IPC packets returned through Spark instead of files::
 
     python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
-                                            [--sink-tables] [--leave-out {changes,noops}]
+                                            [--sink-tables] [--leave-out {changes,noops}] [--first N]
+                                            [--operator-only]
 
 on a cached benchmark cluster (``benchmarks/clusters.py``). ``--profile N`` adds cProfile's top N functions by own
-time. What Spark adds around it (Arrow in and out of the worker, the state store's socket, shuffle, the JVM) is
-measured by ``spark_benchmark.py``. Not part of the test suite.
+time. On a box whose CPU time moves by a tenth run to run (session 55's), compare two checkouts by the instructions
+they execute, which do not move: ``PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null python
+benchmarks/operator_benchmark.py --partitions 20011 --operator-only`` with each checkout on ``PYTHONPATH`` (the "I
+refs" line; minutes under valgrind): the rest of the command, the records read and packed, is the same code on both
+sides, so the difference is the operator's. What Spark adds around it (Arrow in and out of the worker, the state
+store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import argparse
 import collections
 import cProfile
 import dataclasses
+import itertools
 import json
 import os
 import pstats
@@ -185,23 +191,32 @@ def main() -> None:
     parser.add_argument("--partition-record-version", type=int, choices=(0, 1, 2),
                         help="replay the PartitionRecords and PartitionChangeRecords at this version (2: as Kafka "
                              "writes them once ELR is supported, from 4.0; default: as the simulator wrote them)")
+    parser.add_argument("--first", type=int, default=None, metavar="N",
+                        help="only the log's first N records (the 200 k log's first 202,600 are nearly all "
+                             "PartitionRecords)")
+    parser.add_argument("--operator-only", action="store_true",
+                        help="time the operator alone (no pure replay, model part or NoOps): for instruction counts "
+                             "under valgrind's callgrind, which a busy or shared box cannot spoil")
     parser.add_argument("--leave-out", choices=sorted(_LEAVE_OUT),
                         help="replay the log without its leader and ISR changes (PartitionChangeRecords that move no "
                              "replica) or without its NoOps: what those records cost the operator is the difference")
     args = parser.parse_args()
     cluster = benchmark_cluster(args.partitions)
     with (cluster.root / "records.jsonl").open("rb") as lines:
-        entries = [entry_from_json(orjson.loads(line), "records.jsonl", "records.jsonl") for line in lines]
+        entries = [entry_from_json(orjson.loads(line), "records.jsonl", "records.jsonl")
+                   for line in itertools.islice(lines, args.first)]
     if args.leave_out is not None:
         entries = [e for e in entries if not _LEAVE_OUT[args.leave_out](e.record)]
     if args.partition_record_version is not None:
         entries = [dataclasses.replace(e, record=dataclasses.replace(e.record, version=args.partition_record_version))
                    if isinstance(e.record, PartitionRecord | PartitionChangeRecord) else e for e in entries]
-    start = time.process_time()
-    replayer = Replayer()
-    for entry in entries:
-        replayer.replay(entry)
-    pure = time.process_time() - start
+    pure = None
+    if not args.operator_only:
+        start = time.process_time()
+        replayer = Replayer()
+        for entry in entries:
+            replayer.replay(entry)
+        pure = time.process_time() - start
     by_bucket: dict[int, list[Any]] = collections.defaultdict(list)
     rows = 0
     # seq counts the cluster's entries, as the source's does: a batch is the next --batch entries of the log.
@@ -219,16 +234,19 @@ def main() -> None:
     if args.profile:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
-    result |= model_cpu(entries, args.buckets, args.batch)
-    result |= noop_cpu(entries, args.buckets)
+    if not args.operator_only:
+        result |= model_cpu(entries, args.buckets, args.batch)
+        result |= noop_cpu(entries, args.buckets)
     if args.sink_tables:
         result |= sink_tables_cpu(packets, args.buckets)
     result |= {"cluster": cluster.shape.key, "partition_record_version": args.partition_record_version,
                "left_out": args.leave_out, "records": len(entries), "rows_in": rows, "buckets": args.buckets,
-               "batch": args.batch, "pure_replay_cpu_seconds": round(pure, 2),
-               "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
-               "model_share_of_operator": round(result["model_cpu_seconds"] / result["cpu_seconds"], 2),
-               "operator_us_per_record": round(result["cpu_seconds"] / len(entries) * 1e6, 1)}
+               "batch": args.batch,
+               "operator_us_per_record": round(result["cpu_seconds"] / len(entries) * 1e6, 1) if entries else None}
+    if pure is not None:
+        result |= {"pure_replay_cpu_seconds": round(pure, 2),
+                   "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
+                   "model_share_of_operator": round(result["model_cpu_seconds"] / result["cpu_seconds"], 2)}
     print(json.dumps(result, indent=2))
 
 
