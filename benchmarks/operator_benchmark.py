@@ -24,11 +24,13 @@ IPC packets returned through Spark instead of files::
 
 on a cached benchmark cluster (``benchmarks/clusters.py``). ``--profile N`` adds cProfile's top N functions by own
 time. On a box whose CPU time moves by a tenth run to run (session 55's), compare two checkouts by the instructions
-they execute, which do not move: ``PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null python
-benchmarks/operator_benchmark.py --partitions 20011 --operator-only`` with each checkout on ``PYTHONPATH`` (the "I
-refs" line; minutes under valgrind): the rest of the command, the records read and packed, is the same code on both
-sides, so the difference is the operator's. What Spark adds around it (Arrow in and out of the worker, the state
-store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``. Not part of the test suite.
+they execute, which do not move: ``PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null
+"$(python -c 'import sys; print(sys.executable)')" benchmarks/operator_benchmark.py --partitions 20011
+--operator-only`` with each checkout on ``PYTHONPATH`` (the "I refs" line; minutes under valgrind; the interpreter
+itself, since valgrind on pyenv's ``python`` shim counts the shell script): the rest of the command, the records
+read and packed, is the same code on both sides, so the difference is the operator's. What Spark adds around it
+(Arrow in and out of the worker, the state store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``.
+Not part of the test suite.
 """
 
 from __future__ import annotations
