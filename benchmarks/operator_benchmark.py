@@ -4,33 +4,33 @@ The job's time is mostly its Python workers running ``pipelines.streaming.proces
 (docs/state-design.md "Where the time goes"). This benchmark runs exactly that function — input packets made by the
 source's own ``entry_to_row``/``fan_out``/``pack_rows``, split over the replay buckets, cut into the job's
 micro-batches; each unpacked, replayed and its output made into typed tables and written as Arrow IPC files (a
-temporary folder) — over in-memory stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, which also
-counts the state calls, each a round trip to the JVM in Spark), and prints its CPU seconds beside the pure model's
-replay of the same records and beside the model's part of the operator run alone (``model_cpu_seconds``: each
-bucket's entries replayed by ``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, a
-partition record or a NoOp without its step as the operator replays them (``replay_partition``, ``replay_noop``;
-since session 55), every other step through ``owned_routed_step`` — what the operator asks of ``jbod_model``,
-without the state store's reads and the sink's rows; with the collector paused, as the operator runs, since session
-44: before, the collector's passes were 15–30 % of it), the operator's CPU per NoOp (``noop_us_per_record``: the
-log's NoOps alone), and apart, the CPU of the output's way to the table writes (``output_arrow_cpu_seconds``: the
-frame naming the files to Arrow, pyspark's part in the worker; ``driver_plan_cpu_seconds``: the driver's
-``read_parts``, ``settle_batch`` and ``plan_batch``, no Delta write). Before the thirteenth round ``cpu_seconds``
-left the output packets out (they were ``output_packets_cpu_seconds``); until the seventeenth the output was Arrow
-IPC packets returned through Spark instead of files::
+temporary folder) — over in-memory
+stand-ins of Spark's state (``tests/support``'s ``FakeMapState``, which also counts the state calls, each a round
+trip to the JVM in Spark), and prints its CPU seconds beside the pure model's replay of the same records and beside
+the model's part of the operator run alone (``model_cpu_seconds``: each bucket's entries replayed by
+``IncrementalReplayer`` over an in-memory ``DictImageStore`` in the same batches, each step through
+``owned_routed_step`` — what the operator asks of ``jbod_model``, without the state store's reads and the sink's
+rows; with the collector paused, as the operator runs, since session 44: before, the collector's passes were 15–30 %
+of it), the operator's CPU per NoOp (``noop_us_per_record``: the log's NoOps alone), and apart, the CPU of the
+output's way to the table writes (``output_arrow_cpu_seconds``: the frame naming the files to Arrow, pyspark's part
+in the worker; ``driver_plan_cpu_seconds``: the driver's ``read_parts``,
+``settle_batch`` and ``plan_batch``, no Delta write). Before the thirteenth round ``cpu_seconds`` left the output
+packets out (they were ``output_packets_cpu_seconds``); until the seventeenth the output was Arrow IPC packets
+returned through Spark instead of files::
 
     python benchmarks/operator_benchmark.py [--partitions 20011] [--buckets 4] [--batch 100000] [--profile N]
                                             [--sink-tables] [--leave-out {changes,noops}] [--first N]
                                             [--operator-only]
 
 on a cached benchmark cluster (``benchmarks/clusters.py``). ``--profile N`` adds cProfile's top N functions by own
-time. On a box whose CPU time moves by a tenth run to run (session 55's), compare two checkouts by the instructions
-they execute, which do not move: ``PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null
-"$(python -c 'import sys; print(sys.executable)')" benchmarks/operator_benchmark.py --partitions 20011
---operator-only`` with each checkout on ``PYTHONPATH`` (the "I refs" line; minutes under valgrind; the interpreter
-itself, since valgrind on pyenv's ``python`` shim counts the shell script): the rest of the command, the records
-read and packed, is the same code on both sides, so the difference is the operator's. What Spark adds around it
-(Arrow in and out of the worker, the state store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``.
-Not part of the test suite.
+time. On a box whose CPU time moves by a tenth run to run (session 55's), the instructions two checkouts execute do
+not move, though they do not decide alone (session 55's change ran 3–4 % fewer and was slower in time at 200 k):
+``PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$(python -c 'import sys;
+print(sys.executable)')" benchmarks/operator_benchmark.py --partitions 20011 --operator-only`` with each checkout on
+``PYTHONPATH`` (the "I refs" line; minutes under valgrind; the interpreter itself, since valgrind on pyenv's
+``python`` shim counts the shell script): the rest of the command, the records read and packed, is the same code on
+both sides, so the difference is the operator's. What Spark adds around it (Arrow in and out of the worker, the
+state store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -162,10 +162,6 @@ def model_cpu(entries: list[LogEntry], buckets: int, batch: int) -> dict[str, An
             for split in parts:
                 replayer = IncrementalReplayer(store, pending, group_replicas=True)
                 for entry in split[bucket]:
-                    # As the operator asks (replay_bucket): a partition record or a NoOp without its step.
-                    if replayer.replay_partition(entry) is not None or replayer.replay_noop(entry):
-                        steps += 1
-                        continue
                     step = replayer.replay(entry)
                     if step is not None:
                         owned_routed_step(step, bucket, buckets)

@@ -64,7 +64,7 @@ from jbod_model.image import BrokerRegistration, PartitionRegistration
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.json_codec import dumps_without_floats as dumps
 from jbod_model.records.json_codec import record_to_json
-from jbod_model.records.metadata import PartitionChangeRecord, PartitionRecord
+from jbod_model.records.metadata import PartitionChangeRecord
 from jbod_model.replicas import ReplicaState
 from jbod_model.slots import gc_paused
 from jbod_model.stream import RequestEntry
@@ -579,14 +579,10 @@ class RowSink:
         return out
 
     def event(self, entity: str, key: tuple[Any, ...], step: Step, value: tuple[Any, ...] | None) -> None:
-        self._event_at(entity, key, step.offset, step.timestamp, value)
-
-    def _event_at(self, entity: str, key: tuple[Any, ...], offset: int, timestamp: int | None,
-                  value: tuple[Any, ...] | None) -> None:
         if value is None:
-            self.add(entity, (*key, offset, timestamp, *_REMOVED_VALUES[entity], True), offset)
+            self.add(entity, (*key, step.offset, step.timestamp, *_REMOVED_VALUES[entity], True), step.offset)
         else:
-            self.add(entity, (*key, offset, timestamp, *value, False), offset)
+            self.add(entity, (*key, step.offset, step.timestamp, *value, False), step.offset)
 
     def record(self, entry: LogEntry, applied: int | None, at: int, snapshot_index: int | None = None,
                offset: int | None = None) -> None:
@@ -611,23 +607,18 @@ class RowSink:
             entry.timestamp, type_name, version, data, payload, entry.source, origin, snapshot_index, applied))
         self.count += 1
 
-    def partition(self, row: Sequence[Any], entry: LogEntry, topic_name: str, _before: PartitionRegistration | None,
-                  registration: PartitionRegistration | None, replicas: tuple[ReplicaChange, ...]) -> None:
-        """The rows of the step ``IncrementalReplayer.replay`` gives for ``entry``, a partition record replayed
-        without that step by ``IncrementalReplayer.replay_partition`` (which gave ``topic_name``, the registration
-        before it, the ``registration`` after it — None when unchanged — and the ``replicas`` it changes): as
-        :meth:`step` writes
-        such a step, its bronze row — from its input row ``row``, as :meth:`remember` and :meth:`record` take it —,
-        its partition row, then each replica's rows (a partition record is its bucket's own, and so are its
-        partition's replicas: :func:`owned_routed_step` keeps them all)."""
-        offset, timestamp = entry.offset, entry.timestamp
+    def partition_change(self, row: Sequence[Any], entry: LogEntry, topic_name: str,
+                         registration: PartitionRegistration) -> None:
+        """The rows of the step ``IncrementalReplayer.replay`` gives for ``entry``, a change that moves no replica,
+        replayed without that step by ``IncrementalReplayer.replay_partition_change`` (which gave ``topic_name`` and
+        the ``registration`` after it): as :meth:`step` writes such a step, its bronze row — from its input row
+        ``row``, as :meth:`remember` and :meth:`record` take it — then its partition row (a partition record is its
+        bucket's own, so :func:`owned_routed_step` keeps both)."""
+        offset = entry.offset
         self._record_row(entry, offset, offset, row[TYPE], row[VERSION], row[DATA], row[PAYLOAD], self.origin, None,
                          offset)
-        if registration is not None:
-            record = cast("PartitionChangeRecord | PartitionRecord", entry.record)
-            self._partition_row(offset, timestamp, record.topic_id, record.partition_id, topic_name, registration)
-        for r in replicas:
-            self._replica_rows(offset, timestamp, r)
+        record = cast("PartitionChangeRecord", entry.record)
+        self._partition_row(offset, entry.timestamp, record.topic_id, record.partition_id, topic_name, registration)
 
     def step(self, step: Step) -> None:
         """Bronze rows for the step's records, then one event per changed key: of the rows this bucket owns
@@ -651,7 +642,7 @@ class RowSink:
         if step.partitions:
             self._partitions(step)
         for r in step.replicas:
-            self._replica_rows(step.offset, step.timestamp, r)
+            self._replica(step, r)
         for g in step.replica_groups:
             self._replica_group(step, g)
 
@@ -691,17 +682,12 @@ class RowSink:
             p.adding_replicas, p.removing_replicas, p.elr, p.last_known_elr, False))
         self.count += 1
 
-    def _replica_rows(self, offset: int, timestamp: int | None, r: ReplicaChange) -> None:
-        """A changed replica's ``replica`` event, then its ``offline`` event if what that row holds changed."""
+    def _replica(self, step: Step, r: ReplicaChange) -> None:
         topic_id, partition_id, broker_id = r.key
-        topic = self._topic_texts.get(topic_id)
-        if topic is None:
-            topic = self._topic_texts[topic_id] = str(topic_id)
-        key = (topic, partition_id, broker_id)
-        new = r.new
-        self._event_at("replica", key, offset, timestamp, None if new is None else _replica_value(r.topic_name, new))
+        key = (str(topic_id), partition_id, broker_id)
+        self.event("replica", key, step, None if r.new is None else _replica_value(r.topic_name, r.new))
         if _offline_key(r.old) != _offline_key(r.new):
-            self._event_at("offline", key, offset, timestamp, _offline_value(r.topic_name, r.new))
+            self.event("offline", key, step, _offline_value(r.topic_name, r.new))
 
     def _replica_group(self, step: Step, g: ReplicaGroup) -> None:
         """The rows of :meth:`_replica` for each replica of ``g`` (a replica row, then its ``offline`` row: their
@@ -894,12 +880,11 @@ def replay_bucket(cluster_id: str, batch: InputBatch, meta_state: ValueState,
             entry = row_to_entry(row, cluster_id)
             if kind == "record":
                 if controller is None and type(entry) is LogEntry:
-                    # Most of a log: a partition record (a leader or ISR change, a placement, a new partition), whose
-                    # step would be a partition row and its replicas' rows. Replayed and written without building the
-                    # step (IncrementalReplayer.replay_partition).
-                    replayed = replayer.replay_partition(entry)
-                    if replayed is not None:
-                        sink.partition(row, entry, *replayed)
+                    # Most of a log: a leader or ISR change, whose step would be one partition row. Replayed and
+                    # written without building the step (IncrementalReplayer.replay_partition_change).
+                    changed = replayer.replay_partition_change(entry)
+                    if changed is not None:
+                        sink.partition_change(row, entry, *changed)
                         continue
                     # A NoOp, most of a quiet cluster's log: its step would be its bronze row alone.
                     if replayer.replay_noop(entry):

@@ -177,85 +177,45 @@ class TestReads:
         assert store.reads.get("broker", 0) == 0
 
 
-class TestPartitionAlone:
-    """``IncrementalReplayer.replay_partition``: a partition record replayed without its step."""
+class TestPartitionChangeAlone:
+    """``IncrementalReplayer.replay_partition_change``: a change that moves no replica, replayed without its step."""
 
     def test_a_leader_and_isr_change_gives_the_registration_replay_gives_and_writes_it(self) -> None:
         store, n = loaded()
         [entry] = entries([pcr(pid=1, isr=(2,), leader=2)], n)
         replayer = IncrementalReplayer(store)
-        taken = replayer.replay_partition(entry)
+        taken = replayer.replay_partition_change(entry)
         [step] = run(loaded()[0], [entry.record], n)
-        assert taken == ("foo", step.partitions[0].old, step.partitions[0].new, ())
-        registration = taken[2]
-        assert registration is not None
-        assert registration.leader == 2 and registration.isr == (2,) and registration.leader_epoch == 1
-        assert replayer.writes().partitions == {(T1, 1): registration} and replayer.last_offset == n
-        assert replayer.writes().broker_partitions == {}
+        assert taken == ("foo", step.partitions[0].new)
+        assert taken[1].leader == 2 and taken[1].isr == (2,) and taken[1].leader_epoch == 1
+        assert replayer.writes().partitions == {(T1, 1): taken[1]} and replayer.last_offset == n
         # The next change on the partition starts from this one (the batch's pending write), not from the store.
-        second = replayer.replay_partition(entries([pcr(pid=1, isr=(2, 3))], n + 1)[0])
-        assert second is not None and second[1] == registration and second[2] is not None
-        assert second[2].isr == (2, 3) and second[2].partition_epoch == 2 and second[2].leader_epoch == 1
+        second = replayer.replay_partition_change(entries([pcr(pid=1, isr=(2, 3))], n + 1)[0])
+        assert second is not None and second[1].isr == (2, 3) and second[1].partition_epoch == 2
+        assert second[1].leader_epoch == 1
 
     @pytest.mark.parametrize("record", [
         pcr(replicas=(1, 3), directories=(D1, D3)),   # a reassignment moves replicas
         pcr(directories=(D1B, D2)),                    # a move between disks
-        pcr(directories=(LOST, D2)),                   # a placement lost
-        pcr(adding_replicas=(3,), replicas=(1, 2, 3), directories=(D1, D2, D3)),
-        part([1, 3], [D1B, D3], pid=2),                # a new partition
-        part([3, 1], [D3, D1], pid=0),                 # a partition record over an existing partition
-    ])
-    def test_a_record_that_moves_replicas_gives_the_step_replay_gives(self, record: Record) -> None:
-        store, n = loaded()
-        [entry] = entries([record], n)
-        replayer = IncrementalReplayer(store)
-        taken = replayer.replay_partition(entry)
-        reference = IncrementalReplayer(loaded()[0])
-        step = reference.replay(entry)
-        assert step is not None and taken is not None
-        [change] = step.partitions
-        assert taken == (change.topic_name, change.old, change.new, step.replicas) and step.replicas
-        assert replayer.writes() == reference.writes()
-
-    def test_a_partition_record_over_a_partition_at_its_epoch_still_changes_what_differs(self) -> None:
-        # The same replicas, directories and partition epoch (a restatement's cheap test), another ISR and leader.
-        store, n = loaded()
-        replayer = IncrementalReplayer(store)
-        [entry] = entries([part([1, 2], [D1, D2], isr=(2,), leader=2)], n)
-        taken = replayer.replay_partition(entry)
-        [step] = run(loaded()[0], [entry.record], n)
-        assert taken == ("foo", store.partitions[(T1, 0)], step.partitions[0].new, ())
-        assert taken[2] is not None and taken[2].leader == 2 and taken[2].partition_epoch == 0
-
-    def test_a_partition_record_that_restates_the_registration_changes_nothing(self) -> None:
-        store, n = loaded()
-        replayer = IncrementalReplayer(store)
-        [entry] = entries([part([1, 2], [D1, D2])], n)
-        assert replayer.replay_partition(entry) == ("foo", store.partitions[(T1, 0)], None, ())
-        assert replayer.writes().partitions == {} and replayer.last_offset == n
-
-    @pytest.mark.parametrize("record", [
+        pcr(adding_replicas=(3,)),
+        pcr(removing_replicas=(2,)),
         pcr(pid=7, isr=(1,)),                          # an unknown partition: replay() says what is wrong
         pcr(tid=Uuid(5, 5), isr=(1,)),                 # an unknown topic
-        part([1, 2], [D1, D2], tid=Uuid(5, 5)),        # a new partition of an unknown topic
-        pcr(replicas=(1, 3), directories=(D1,)),       # a fault: replicas and directories differ in length
-        NoOpRecord(),                                  # not a partition record
-        rbr(4, D1),
+        part([1, 2], [D1, D2], pid=5),                 # not a change
     ])
     def test_anything_else_is_left_to_replay_and_nothing_is_written(self, record: Record) -> None:
         store, n = loaded()
         replayer = IncrementalReplayer(store)
         [entry] = entries([record], n)
-        assert replayer.replay_partition(entry) is None
-        assert replayer.writes().partitions == {} and replayer.writes().broker_partitions == {}
-        assert replayer.last_offset == n - 1
+        assert replayer.replay_partition_change(entry) is None
+        assert replayer.writes().partitions == {} and replayer.last_offset == n - 1
 
-    def test_a_record_inside_a_metadata_transaction_is_left_to_replay(self) -> None:
+    def test_a_change_inside_a_metadata_transaction_is_left_to_replay(self) -> None:
         store, n = loaded()
         replayer = IncrementalReplayer(store)
-        begin, change, new = entries([BeginTransactionRecord(name="t"), pcr(isr=(1,)), part([1], [D1], pid=4)], n)
+        begin, change = entries([BeginTransactionRecord(name="t"), pcr(isr=(1,))], n)
         assert replayer.replay(begin) is None
-        assert replayer.replay_partition(change) is None and replayer.replay_partition(new) is None
+        assert replayer.replay_partition_change(change) is None
         assert replayer.writes().partitions == {}
 
 
