@@ -28,9 +28,10 @@ not move, though they do not decide alone (session 55's change ran 3–4 % fewer
 ``PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$(python -c 'import sys;
 print(sys.executable)')" benchmarks/operator_benchmark.py --partitions 20011 --operator-only`` with each checkout on
 ``PYTHONPATH`` (the "I refs" line; minutes under valgrind; the interpreter itself, since valgrind on pyenv's
-``python`` shim counts the shell script): the rest of the command, the records read and packed, is the same code on
-both sides, so the difference is the operator's. What Spark adds around it (Arrow in and out of the worker, the
-state store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``. Not part of the test suite.
+``python`` shim counts the shell script): the rest of the command (the records read and packed) is the same on both
+sides unless the change touches the codec, so the difference is the operator's. What Spark adds around it (Arrow in
+and out of the worker, the state store's socket, shuffle, the JVM) is measured by ``spark_benchmark.py``. Not part
+of the test suite.
 """
 
 from __future__ import annotations
@@ -199,6 +200,8 @@ def main() -> None:
                         help="replay the log without its leader and ISR changes (PartitionChangeRecords that move no "
                              "replica) or without its NoOps: what those records cost the operator is the difference")
     args = parser.parse_args()
+    if args.first is not None and args.first < 1:
+        parser.error("--first: at least one record")
     cluster = benchmark_cluster(args.partitions)
     with (cluster.root / "records.jsonl").open("rb") as lines:
         entries = [entry_from_json(orjson.loads(line), "records.jsonl", "records.jsonl")
@@ -239,8 +242,7 @@ def main() -> None:
         result |= sink_tables_cpu(packets, args.buckets)
     result |= {"cluster": cluster.shape.key, "partition_record_version": args.partition_record_version,
                "left_out": args.leave_out, "records": len(entries), "rows_in": rows, "buckets": args.buckets,
-               "batch": args.batch,
-               "operator_us_per_record": round(result["cpu_seconds"] / len(entries) * 1e6, 1) if entries else None}
+               "batch": args.batch, "operator_us_per_record": round(result["cpu_seconds"] / len(entries) * 1e6, 1)}
     if pure is not None:
         result |= {"pure_replay_cpu_seconds": round(pure, 2),
                    "operator_over_pure_replay": round(result["cpu_seconds"] / pure, 1),
