@@ -110,7 +110,8 @@ def operator_cpu(inputs: dict[int, list[bytes]], buckets: int) -> dict[str, Any]
 
 def noop_cpu(entries: list[LogEntry], buckets: int) -> dict[str, Any]:
     """The operator's CPU per NoOpRecord (most of a quiet cluster's log, where a controller writes one every idle
-    half second): the log's NoOps alone as one packet of the bucket the source routes them to, replayed on fresh
+    half second): the log's NoOps alone as one packet of the bucket the source routes the first of them to (a NoOp
+    goes to its offset's bucket, ``jbod_model.buckets.entry_owner``; any bucket replays one alike), replayed on fresh
     state as a worker does (``replay_packets``), the best of three."""
     noops = [e for e in entries if type(e.record) is NoOpRecord]
     rows = [row for seq, e in enumerate(noops) for row in fan_out(entry_to_row("bench", "record", seq, e,

@@ -9,15 +9,17 @@ cluster's entries can be replayed by ``B`` independent :class:`~jbod_model.chang
 
 * a PartitionRecord or PartitionChangeRecord goes to one bucket, :func:`partition_bucket` of its
   ``(topic id, partition id)``;
-* a NoOpRecord goes to bucket 0 only: it changes nothing, but its bronze row (and the step it is) must be written
-  once;
+* a NoOpRecord goes to one bucket, its offset's modulo ``B`` (:func:`entry_owner`): it changes nothing, but its
+  bronze row (and the step it is) must be written once. Spread by offset, not all in one bucket: a quiet
+  cluster's log is mostly NoOps (a controller writes one every half second), and one bucket holding them all was
+  one core replaying most of such a log;
 * every other record — brokers, topics, RemoveTopicRecord, features, configs, transaction markers, producer ids,
   records this model does not image — goes to every bucket: each bucket keeps its own copy of that small, shared
   state, and applies a broker change or a topic deletion to its own partitions.
 
 Each bucket then holds exactly its partitions (and the broker → partition index of its partitions) plus a full copy
 of everything shared, and :func:`owned_step` says which of a bucket's step rows are its to write: the rows of its
-partitions and replicas, the bronze rows of the records it owns (:func:`record_owner`), and — bucket 0 only — the
+partitions and replicas, the bronze rows of the entries it owns (:func:`entry_owner`), and — bucket 0 only — the
 feature, broker and topic rows every bucket computes alike. The property test
 ``tests/properties/test_buckets_properties.py`` proves, for generated streams cut into arbitrary batches and any
 ``B``, that at every offset the union of the buckets' owned steps is the single replayer's step, and that the
@@ -81,11 +83,14 @@ _TOPIC_CRC_MAX = 1 << 16
 _PARTITION_ID = struct.Struct(">I")
 
 
-def record_owner(record: Record, buckets: int) -> int:
-    """The bucket that writes the record's bronze row: its partition's bucket for a partition record, else
-    :data:`SHARED_OWNER`."""
+def entry_owner(entry: LogEntry, buckets: int) -> int:
+    """The bucket that writes the entry's bronze row: its partition's bucket for a partition record, its offset's
+    (modulo ``buckets``) for a NoOp, else :data:`SHARED_OWNER`."""
+    record = entry.record
     if isinstance(record, _PARTITION_RECORDS):
         return partition_bucket(record.topic_id, record.partition_id, buckets)
+    if type(record) is NoOpRecord and entry.offset >= 0:
+        return entry.offset % buckets
     return SHARED_OWNER
 
 
@@ -99,11 +104,11 @@ _PARTITION_RECORDS: Final = (PartitionRecord, PartitionChangeRecord)
 _UNSHARED_RECORDS: Final = (PartitionRecord, PartitionChangeRecord, NoOpRecord)
 
 
-def record_buckets(record: Record, buckets: int) -> range:
-    """Every bucket that replays ``record``: all of them for a shared record, else its owner alone."""
-    if is_shared(record):
+def entry_buckets(entry: LogEntry, buckets: int) -> range:
+    """Every bucket that replays ``entry``: all of them for a shared record, else its owner alone."""
+    if is_shared(entry.record):
         return range(buckets)
-    owner = record_owner(record, buckets)
+    owner = entry_owner(entry, buckets)
     return range(owner, owner + 1)
 
 
@@ -111,7 +116,7 @@ def split_entries(entries: list[LogEntry], buckets: int) -> list[list[LogEntry]]
     """``entries`` (in offset order) as each bucket replays them, in the same order."""
     out: list[list[LogEntry]] = [[] for _ in range(check_buckets(buckets))]
     for entry in entries:
-        for bucket in record_buckets(entry.record, buckets):
+        for bucket in entry_buckets(entry, buckets):
             out[bucket].append(entry)
     return out
 
@@ -125,7 +130,7 @@ def owned_step(step: Step, bucket: int, buckets: int) -> Step:
         return step
     shared = bucket == SHARED_OWNER
     # Each filter hands back the step's own tuple when it keeps all of it: most steps are all the bucket's (a
-    # partition record in its bucket, a NoOp in bucket 0), and a shared record's step in another bucket keeps its
+    # partition record in its bucket, a NoOp in its offset's), and a shared record's step in another bucket keeps its
     # rows (thousands for a fenced broker) and loses its entries.
     entries = _owned_entries(step.entries, bucket, buckets)
     aborted = _owned_entries(step.aborted, bucket, buckets)
@@ -143,7 +148,7 @@ def owned_step(step: Step, bucket: int, buckets: int) -> Step:
 
 def owned_routed_step(step: Step, bucket: int, buckets: int) -> Step:
     """:func:`owned_step` of a step made by a replayer fed exactly its bucket's entries (:func:`split_entries`,
-    :func:`record_buckets`: the Spark job's source routes them so) over a store holding exactly its partitions: a
+    :func:`entry_buckets`: the Spark job's source routes them so) over a store holding exactly its partitions: a
     second implementation, proven equal to :func:`owned_step` on such steps by
     ``tests/properties/test_buckets_properties.py``.
 
@@ -151,12 +156,12 @@ def owned_routed_step(step: Step, bucket: int, buckets: int) -> Step:
     receives another bucket's — so none is filtered, and no partition's bucket is computed (the reference's filters
     computed one per row: ≈ 8 % of the operator's CPU at 200 k partitions, most of it for the thousands of replicas
     a fenced broker reaches). What is left to drop is what every bucket computes alike and the shared owner writes:
-    the feature, broker and topic rows, and the bronze rows of shared records (a partition record's is its
-    bucket's; a NoOp reaches the shared owner alone)."""
+    the feature, broker and topic rows, and the bronze rows of shared records (a partition record's and a NoOp's
+    are the bronze rows of the one bucket they reach)."""
     if buckets == 1 or bucket == SHARED_OWNER:
         return step
-    entries = _partition_entries(step.entries)
-    aborted = _partition_entries(step.aborted)
+    entries = _unshared_entries(step.entries)
+    aborted = _unshared_entries(step.aborted)
     if entries is step.entries and aborted is step.aborted and not (step.features or step.brokers or step.topics):
         return step
     return replace(step, entries=entries, aborted=aborted, features=(), brokers=(), topics=())
@@ -164,16 +169,17 @@ def owned_routed_step(step: Step, bucket: int, buckets: int) -> Step:
 
 def writes_routed_bronze_row(record: Record, bucket: int, buckets: int) -> bool:
     """Whether a bucket fed exactly its routed entries writes ``record``'s bronze row: what :func:`owned_routed_step`
-    keeps of a step's entries — every one in a single bucket and in the shared owner, a partition record's in its
-    bucket (the only one it reaches). For a caller that writes a record's rows without its step."""
-    return buckets == 1 or bucket == SHARED_OWNER or isinstance(record, _PARTITION_RECORDS)
+    keeps of a step's entries — every one in a single bucket and in the shared owner, a partition record's and a
+    NoOp's in the bucket it reaches (the only one). For a caller that writes a record's rows without its step."""
+    return buckets == 1 or bucket == SHARED_OWNER or isinstance(record, _UNSHARED_RECORDS)
 
 
-def _partition_entries(entries: tuple[LogEntry, ...]) -> tuple[LogEntry, ...]:
-    """The partition records' entries of ``entries`` (``entries`` itself when all are)."""
+def _unshared_entries(entries: tuple[LogEntry, ...]) -> tuple[LogEntry, ...]:
+    """The entries of ``entries`` that reach one bucket — partition records and NoOps (``entries`` itself when all
+    are)."""
     for entry in entries:
-        if not isinstance(entry.record, _PARTITION_RECORDS):
-            return tuple(e for e in entries if isinstance(e.record, _PARTITION_RECORDS))
+        if not isinstance(entry.record, _UNSHARED_RECORDS):
+            return tuple(e for e in entries if isinstance(e.record, _UNSHARED_RECORDS))
     return entries
 
 
@@ -200,8 +206,8 @@ def _one_partition_owned(step: Step, bucket: int, buckets: int) -> bool:
 def _owned_entries(entries: tuple[LogEntry, ...], bucket: int, buckets: int) -> tuple[LogEntry, ...]:
     """The entries whose bronze rows are ``bucket``'s (``entries`` itself when all are)."""
     for i, entry in enumerate(entries):
-        if record_owner(entry.record, buckets) != bucket:
-            return entries[:i] + tuple(e for e in entries[i + 1:] if record_owner(e.record, buckets) == bucket)
+        if entry_owner(entry, buckets) != bucket:
+            return entries[:i] + tuple(e for e in entries[i + 1:] if entry_owner(e, buckets) == bucket)
     return entries
 
 

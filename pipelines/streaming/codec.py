@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from jbod_model.buckets import is_shared, record_owner
+from jbod_model.buckets import entry_owner, is_shared
 from jbod_model.controller.context import BrokerHeartbeatState, ControllerState
 from jbod_model.errors import InputError
 from jbod_model.image import BrokerRegistration, PartitionRegistration
@@ -247,8 +247,9 @@ class InputRow:
     #: On a ``gap`` row: what was skipped and why, for the ``log_gaps`` table.
     message: str | None = None
     #: The replay bucket of the cluster the row goes to (``jbod_model.buckets``): the partition's bucket for a
-    #: partition record, 0 for a NoOp, a gap or any row of a JSONL input (request streams run in one bucket), and
-    #: :data:`ALL_BUCKETS` for a record every bucket replays, until the source fans it out to each bucket.
+    #: partition record, its offset's for a NoOp (``entry_owner``), 0 for a gap or any row of a JSONL input (request
+    #: streams run in one bucket), and :data:`ALL_BUCKETS` for a record every bucket replays, until the source fans
+    #: it out to each bucket.
     bucket: int = 0
     #: On a snapshot row: its index among the snapshot's records (its bronze row's ``snapshot_index``; a bucket
     #: sees only some of them).
@@ -280,7 +281,7 @@ def entry_to_row(cluster_id: str, kind: str, seq: int, entry: StreamEntry, *, sn
     elif is_shared(entry.record):
         bucket = ALL_BUCKETS
     else:
-        bucket = record_owner(entry.record, buckets)
+        bucket = entry_owner(entry, buckets)
     # Every field positionally, without the keyword __init__: the source builds one row per record it reads.
     return _new_input_row(cluster_id, kind, seq, entry.offset, entry.batch_base_offset, entry.leader_epoch,
                           entry.timestamp, str(obj["type"]), int(obj["version"]),

@@ -27,11 +27,11 @@ from test_replay_properties import SETTINGS, valid_streams
 
 from jbod_model.buckets import (
     SHARED_OWNER,
+    entry_buckets,
+    entry_owner,
     owned_routed_step,
     owned_step,
     partition_bucket,
-    record_buckets,
-    record_owner,
     split_entries,
 )
 from jbod_model.changes import DictImageStore, IncrementalReplayer, ReplicaGroup, Step, replay_incrementally
@@ -160,8 +160,8 @@ def _owned_by_filtering(step: Step, bucket: int, buckets: int) -> Step:
     if buckets == 1:
         return step
     shared = bucket == SHARED_OWNER
-    return replace(step, entries=tuple(e for e in step.entries if record_owner(e.record, buckets) == bucket),
-                   aborted=tuple(e for e in step.aborted if record_owner(e.record, buckets) == bucket),
+    return replace(step, entries=tuple(e for e in step.entries if entry_owner(e, buckets) == bucket),
+                   aborted=tuple(e for e in step.aborted if entry_owner(e, buckets) == bucket),
                    features=step.features if shared else (), brokers=step.brokers if shared else (),
                    topics=step.topics if shared else (),
                    partitions=tuple(p for p in step.partitions
@@ -211,11 +211,15 @@ def test_routing_sends_a_partition_record_to_its_bucket_and_shared_records_every
     assert partition_bucket(Uuid(msb, lsb), pid, buckets) == bucket  # an equal id, not the same object
     for record in (PartitionRecord(topic_id=topic, partition_id=pid),
                    PartitionChangeRecord(topic_id=topic, partition_id=pid)):
-        assert record_owner(record, buckets) == bucket
-        assert list(record_buckets(record, buckets)) == [bucket]
-    assert list(record_buckets(NoOpRecord(), buckets)) == [0]
-    assert list(record_buckets(TopicRecord(name="t", topic_id=topic), buckets)) == list(range(buckets))
-    assert record_owner(TopicRecord(name="t", topic_id=topic), buckets) == 0
+        assert entry_owner(LogEntry(offset=pid, record=record), buckets) == bucket
+        assert list(entry_buckets(LogEntry(offset=pid, record=record), buckets)) == [bucket]
+    # A NoOp goes to its offset's bucket: a quiet cluster's log, mostly NoOps, spreads evenly over the buckets.
+    assert list(entry_buckets(LogEntry(offset=pid, record=NoOpRecord()), buckets)) == [pid % buckets]
+    assert Counter(entry_owner(LogEntry(offset=pid + k, record=NoOpRecord()), buckets)
+                   for k in range(buckets)) == Counter(range(buckets))
+    assert list(entry_buckets(LogEntry(offset=pid, record=TopicRecord(name="t", topic_id=topic)), buckets)) == list(
+        range(buckets))
+    assert entry_owner(LogEntry(offset=pid, record=TopicRecord(name="t", topic_id=topic)), buckets) == 0
 
 
 def test_the_bucket_hash_is_fixed() -> None:

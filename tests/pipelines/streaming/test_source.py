@@ -201,6 +201,16 @@ def test_rows_decode_into_the_entries_read(tmp_path: Path) -> None:
         [(e.offset, e.record, e.timestamp, e.leader_epoch) for e in ENTRIES]
 
 
+def test_noops_are_routed_over_every_bucket_by_offset() -> None:
+    """A quiet cluster's log is mostly NoOps: each goes to its offset's bucket, so one cluster's NoOps are replayed
+    by all its buckets (and so all its cores), not by bucket 0 alone; a JSONL input's rows all go to bucket 0."""
+    rows = [entry_to_row("c", "record", seq, LogEntry(offset=seq + 40, record=NoOpRecord()), buckets=4)
+            for seq in range(8)]
+    assert [r.bucket for r in rows] == [0, 1, 2, 3, 0, 1, 2, 3]
+    jsonl = entry_to_row("c", "record", 0, LogEntry(offset=41, record=NoOpRecord()), input_kind="jsonl", buckets=4)
+    assert jsonl.bucket == 0
+
+
 def test_a_restarted_reader_finds_its_start_in_the_checkpoint(tmp_path: Path) -> None:
     offsets = tmp_path / "ckpt" / "offsets"
     offsets.mkdir(parents=True)
