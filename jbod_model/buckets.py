@@ -89,7 +89,7 @@ def entry_owner(entry: LogEntry, buckets: int) -> int:
     record = entry.record
     if isinstance(record, _PARTITION_RECORDS):
         return partition_bucket(record.topic_id, record.partition_id, buckets)
-    if type(record) is NoOpRecord and entry.offset >= 0:
+    if type(record) is NoOpRecord:
         return entry.offset % buckets
     return SHARED_OWNER
 
