@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -89,7 +90,7 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
     With [bold]--json[/] the output is the image JSON contract (docs/image-json.md), the same from a replay and from
     the tables. Requests in a JSONL input are run through the reference controller.
     """
-    with shared.fail():
+    with shared.fail(), ExitStack() as reading:
         as_of_offset = shared.as_of_offset(as_of_offset, until_offset)
         shared.check_source(inputs, tables, tables_only={"--cluster": cluster, "--as-of": as_of},
                      input_only={"--full-log": full_log,
@@ -97,9 +98,12 @@ def image(inputs: Annotated[list[Path] | None, typer.Argument(
         if tables is not None:
             from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake when asked
                 as_of_image_sliced,
+                one_version,
                 resolve_cluster,
             )
 
+            # Every read at one version of each table, to the image's last slice printed.
+            reading.enter_context(one_version())
             cid = resolve_cluster(tables, cluster)
             n = resolve_as_of(tables, cid, as_of_offset, as_of)
             if as_json:

@@ -166,12 +166,17 @@ def register(app: typer.Typer) -> None:
                 return shared.tracked(entries, "decoding and replaying")
 
             if tables is not None:
-                data, cid = load_from_tables(tables, cluster, as_of_offset, as_of, track=track)
+                from pipelines.lakehouse.tables import one_version  # noqa: PLC0415 - pyarrow/deltalake when asked
+
+                # Every read of the report at one version of each table: two dozen queries, twelve of `records`.
+                with one_version():
+                    data, cid = load_from_tables(tables, cluster, as_of_offset, as_of, track=track)
+                    paths = directory_paths_for(tables, cid, explicit)
             else:
                 data = load_from_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset),
                                         policy="fail" if policy == "fail" else "skip", full_log=full_log,
                                         track=track)
-            paths = directory_paths_for(tables, cid, explicit)
+                paths = directory_paths_for(None, None, explicit)
             shared.report_skipped(data.skipped)
             for finding in inv.all_findings if inv is not None else ():
                 shared.console(stderr=True).print(f"[yellow]{finding.severity}[/] {finding.path}: {finding.message}",

@@ -87,18 +87,20 @@ def whatif(inputs: Annotated[list[Path] | None, typer.Argument(
         if tables is not None:
             from pipelines.lakehouse.tables import (  # noqa: PLC0415 - pyarrow/deltalake when asked
                 metadata_image,
+                one_version,
                 online_directories,
                 resolve_cluster,
             )
 
-            cid = resolve_cluster(tables, cluster)
-            at = resolve_as_of(tables, cid, as_of_offset, as_of)
-            paths = directory_paths_for(tables, cid, explicit)
-            online = online_directories(tables, cid, at)
-            failing = [directory_id(v, paths, online) for v in fail_dir]
-            # The image from the current/history tables, not a replay of the records table from its start; of the
-            # partitions only those on the failing disks, all the prediction reads (jbod_model.whatif).
-            image = metadata_image(tables, cid, at, on_directories=failing)
+            with one_version():  # every read at one version of each table
+                cid = resolve_cluster(tables, cluster)
+                at = resolve_as_of(tables, cid, as_of_offset, as_of)
+                paths = directory_paths_for(tables, cid, explicit)
+                online = online_directories(tables, cid, at)
+                failing = [directory_id(v, paths, online) for v in fail_dir]
+                # The image from the current/history tables, not a replay of the records table from its start; of
+                # the partitions only those on the failing disks, all the prediction reads (jbod_model.whatif).
+                image = metadata_image(tables, cid, at, on_directories=failing)
         else:
             loaded = open_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset))
             runner = shared.stream_runner(loaded)

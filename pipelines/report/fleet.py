@@ -114,10 +114,12 @@ def report_cluster(job: FleetJob, cluster: str, index: int) -> ClusterOutcome:
 
 def _start_worker() -> None:
     """A fleet worker's start: it keeps a core busy by itself, beside the others, so its scans are planned on one
-    (:func:`pipelines.lakehouse.tables.set_scan_partitions`)."""
-    from pipelines.lakehouse.tables import set_scan_partitions  # noqa: PLC0415 - pyarrow/deltalake, as load's
+    (:func:`pipelines.lakehouse.tables.set_scan_partitions`); and it reads one set of tables until it ends, so each
+    table's Delta log is opened once for all its clusters (:func:`pipelines.lakehouse.tables.hold_versions`)."""
+    from pipelines.lakehouse.tables import hold_versions, set_scan_partitions  # noqa: PLC0415 - pyarrow/deltalake
 
     set_scan_partitions(1)
+    hold_versions()
 
 
 def default_jobs() -> int:
@@ -130,14 +132,18 @@ def fleet_report(tables: Path, clusters: list[str], *, as_of: str | None, explic
                  html: Path | None, keep: Keep, jobs: int) -> Iterator[Fleet]:
     """Report every one of ``clusters`` (``jobs`` at a time), worst first. What was kept lives in a scratch folder
     until the context ends."""
+    from pipelines.lakehouse.tables import one_version  # noqa: PLC0415 - pyarrow/deltalake, as load's
+
     with tempfile.TemporaryDirectory(prefix="jbod-fleet-") as scratch:
         job = FleetJob(tables, as_of, explicit, html, keep, Path(scratch))
         workers = max(1, min(jobs, len(clusters)))
         if workers == 1:
-            outcomes = [report_cluster(job, cid, i) for i, cid in enumerate(clusters)]
+            with one_version():
+                outcomes = [report_cluster(job, cid, i) for i, cid in enumerate(clusters)]
         else:
             # Fresh interpreters, not forks: the caller has opened the tables already, and a fork does not carry
-            # over the reader's (delta-rs') threads. Each keeps a core busy, so each plans its scans on one.
+            # over the reader's (delta-rs') threads. Each keeps a core busy, so each plans its scans on one, and
+            # each reads the tables at the versions its first cluster's reads opened (_start_worker).
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=_start_worker) as pool:
                 outcomes = list(pool.map(report_cluster, [job] * len(clusters), clusters, range(len(clusters))))

@@ -5,8 +5,10 @@ replacing a node's disks, the join with replica_assignments)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +18,7 @@ from deltalake import DeltaTable
 from hypothesis import given
 from hypothesis import strategies as st
 from test_quality_support import DEMO, SYNTHETIC, write_lakehouse
+from typer.testing import CliRunner
 
 from jbod_model.errors import InputError
 from jbod_model.image import ClusterImage, MetadataImage
@@ -36,6 +39,7 @@ from jbod_model.simulator.churn import churn_log
 from jbod_model.stream import load_jsonl
 from jbod_model.uuid import Uuid
 from jbod_model.whatif import affected_image
+from pipelines.cli import app
 from pipelines.config.profiles import MaintenanceSettings
 from pipelines.lakehouse import tables as lakehouse_tables
 from pipelines.lakehouse.maintenance import maintain
@@ -59,6 +63,7 @@ from pipelines.lakehouse.tables import (
     resolve_cluster,
     table_schemas,
 )
+from pipelines.report import fleet
 from pipelines.report.load import load_from_records
 from pipelines.report.render import report_to_json
 
@@ -529,6 +534,94 @@ def test_a_process_sharing_the_cores_plans_each_scan_in_one_partition(tmp_path: 
     assert lakehouse_tables.engine_settings() == dict(lakehouse_tables._ENGINE_SETTINGS)
     with pytest.raises(ValueError, match="at least one partition"):
         lakehouse_tables.set_scan_partitions(0)
+
+
+def _counting_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The table folders the readers open from now on, one entry per Delta log read (``DeltaTable(path)``)."""
+    opened: list[str] = []
+
+    class Counting(DeltaTable):
+        def __init__(self, table_uri: str, *args: object, **kwargs: object) -> None:
+            opened.append(Path(table_uri).name)
+            super().__init__(table_uri, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lakehouse_tables, "DeltaTable", Counting)
+    return opened
+
+
+def test_reads_in_a_one_version_block_see_each_table_as_the_block_first_opened_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside ``one_version()`` each table's Delta log is read once, and every read answers from that version:
+    cluster b, appended by another writer during the block, is not there until the block ends."""
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=30)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "a", log, batch_size=11)
+    opened = _counting_opens(monkeypatch)
+    with lakehouse_tables.one_version():
+        assert lakehouse_tables.clusters(tmp_path) == ["a"]
+        image = as_of_image(tmp_path, "a")
+        assert opened.count("records") == 1 and len(opened) == len(set(opened)), opened
+        write_lakehouse(tmp_path, "b", log)  # another writer (its own opens are not the readers')
+        written = len(opened)
+        with lakehouse_tables.one_version():  # a nested block reads the outer block's versions
+            assert lakehouse_tables.clusters(tmp_path) == ["a"]
+        assert as_of_image(tmp_path, "a") == image
+        assert len(opened) == written, opened[written:]
+    assert lakehouse_tables.clusters(tmp_path) == ["a", "b"]
+    assert opened[written:] == ["records"]
+
+
+def test_a_table_written_in_a_one_version_block_is_read_at_its_new_version(tmp_path: Path) -> None:
+    """A write through this module's writers (a ``dir_inventory`` load) is read back inside the block that held
+    the table's earlier version."""
+    tables, disks = tmp_path / "tables", tmp_path / "disks"
+    v1 = MetaPropertiesVersion.V1
+    _disk(disks / "b1", "mnt/d1", MetaProperties(v1, cluster_id="c1", node_id=1, directory_id=Uuid(1, 1)))
+    load_dir_inventory(tables, inventory([disks / "b1"], as_root=True))
+    with lakehouse_tables.one_version():
+        assert [r.path for r in dir_inventory_rows(tables, "c1") or []] == ["/mnt/d1"]
+        _disk(disks / "b1", "mnt/d2", MetaProperties(v1, cluster_id="c1", node_id=1, directory_id=Uuid(1, 2)))
+        load_dir_inventory(tables, inventory([disks / "b1"], as_root=True))
+        assert [r.path for r in dir_inventory_rows(tables, "c1") or []] == ["/mnt/d1", "/mnt/d2"]
+
+
+@pytest.mark.parametrize("command", ["report", "image", "whatif"])
+def test_the_commands_over_the_tables_read_each_table_at_one_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """``jbod report|image|whatif --tables``: their queries (the report's two dozen, twelve of them on ``records``)
+    open each table's Delta log once, and the answer is the one each read opening its table gives."""
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=30)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "a", log, batch_size=11)
+    args = [command, "--tables", str(tmp_path), "--json"]
+    if command == "whatif":
+        args += ["--fail-dir", str(read_table(tmp_path, "brokers").column("log_dirs").combine_chunks().flatten()[0])]
+    runner = CliRunner()
+    with monkeypatch.context() as every_read_opens:
+        every_read_opens.setattr(lakehouse_tables, "one_version", contextlib.nullcontext)
+        each_read = runner.invoke(app, args)
+    opened = _counting_opens(monkeypatch)
+    once = runner.invoke(app, args)
+    assert once.exit_code == 0 and json.loads(once.stdout) == json.loads(each_read.stdout), once.output
+    assert opened.count("records") == 1 and len(opened) == len(set(opened)), opened
+
+
+def test_a_fleet_worker_opens_each_table_once_for_all_its_clusters(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet report's worker (``_start_worker``) holds the versions its first reads open: its second cluster's
+    report reads no Delta log again, and each report is the cluster's own."""
+    log = [e for e in churn_log(dataclasses.replace(SYNTHETIC, operations=30)) if isinstance(e, LogEntry)]
+    write_lakehouse(tmp_path, "a", log, batch_size=11)
+    write_lakehouse(tmp_path, "b", log[:len(log) // 2], batch_size=11)
+    job = fleet.FleetJob(tmp_path, None, None, None, "json", tmp_path)
+    alone = [json.loads(fleet.report_cluster(job, c, i).kept.read_text()) for i, c in enumerate("ab")]  # type: ignore[union-attr]
+    monkeypatch.setattr(lakehouse_tables, "_held", None)  # the worker's settings end with the test
+    monkeypatch.setattr(lakehouse_tables, "_scan_partitions", None)
+    opened = _counting_opens(monkeypatch)
+    fleet._start_worker()
+    first = fleet.report_cluster(job, "a", 2)
+    after_first = len(opened)
+    second = fleet.report_cluster(job, "b", 3)
+    assert len(opened) == after_first and opened.count("records") == 1, opened
+    assert [json.loads(o.kept.read_text()) for o in (first, second)] == alone  # type: ignore[union-attr]
 
 
 _KEYS = st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3)), min_size=1, max_size=40)
