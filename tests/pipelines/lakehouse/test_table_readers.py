@@ -622,6 +622,12 @@ def test_a_fleet_worker_opens_each_table_once_for_all_its_clusters(tmp_path: Pat
     second = fleet.report_cluster(job, "b", 3)
     assert len(opened) == after_first and opened.count("records") == 1, opened
     assert [json.loads(o.kept.read_text()) for o in (first, second)] == alone  # type: ignore[union-attr]
+    monkeypatch.setattr(lakehouse_tables, "_held", None)
+    del opened[:]
+    with fleet.fleet_report(tmp_path, ["a", "b"], as_of=None, explicit=None, html=None, keep="json", jobs=1) as one:
+        kept = {o.cluster: json.loads(o.kept.read_text()) for o in one.reported}  # type: ignore[union-attr]
+    assert [kept["a"], kept["b"]] == alone
+    assert opened.count("records") == 1, opened  # the fleet in this process: one version for both clusters
 
 
 _KEYS = st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3)), min_size=1, max_size=40)
