@@ -161,7 +161,6 @@ def register(app: typer.Typer) -> None:
                                      "or --as-of-offset (offsets are per cluster; --as-of TIME works for all)")
                 _fleet_report(tables, as_of, explicit, html=html, as_json=as_json, jobs=jobs)
                 return
-            cid: str | None = None
             def track(entries: Iterable[StreamEntry]) -> Iterable[StreamEntry]:
                 return shared.tracked(entries, "decoding and replaying")
 
@@ -176,7 +175,7 @@ def register(app: typer.Typer) -> None:
                 data = load_from_inputs(inputs or [], until_offset=shared.until_offset(as_of_offset),
                                         policy="fail" if policy == "fail" else "skip", full_log=full_log,
                                         track=track)
-                paths = directory_paths_for(None, None, explicit)
+                paths = explicit  # an input's disks are named by --dirs alone
             shared.report_skipped(data.skipped)
             for finding in inv.all_findings if inv is not None else ():
                 shared.console(stderr=True).print(f"[yellow]{finding.severity}[/] {finding.path}: {finding.message}",
