@@ -309,10 +309,15 @@ def _entity_rows(entity: Entity, part: pa.Table) -> dict[str, pa.Table]:
         # aggregated value, so one group-by finds each key's last row and the rows are never sorted.
         last = pa.table({**keys, "_last": _ord_and_row(part)}).group_by(
             list(entity.key_names), use_threads=False).aggregate([("_last", "max")]).column("_last_max")
-        last = pc.take(last, pc.sort_indices(last))  # the current rows in the order their events came
+        # The current rows in the batch's own order, as the history's are: the operator's groups — a cluster's
+        # bucket each — one after the other. Ordered by ``ord`` (unique within a cluster only), a batch of many
+        # clusters interleaved them row by row, so that no page of a file could be skipped for one cluster: a fleet
+        # cluster's read of its latest partitions decoded every cluster's pages (docs/performance.md, "The terminal
+        # report cut like the page; where a fleet cluster's reads go").
         current = pa.table({**keys, **values, "since_offset": since, "since_time": at, REMOVED: removed},
                            schema=stored(entity.current_schema()))
-        out[entity.current] = current.take(pc.bit_wise_and(last, _ROW_MASK))
+        rows = pc.bit_wise_and(last, _ROW_MASK)
+        out[entity.current] = current.take(pc.take(rows, pc.sort_indices(rows)))
     return out
 
 

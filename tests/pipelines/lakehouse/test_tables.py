@@ -144,6 +144,19 @@ def test_a_batch_of_several_clusters_is_applied_cluster_by_cluster_in_ord_order(
     assert {r["cluster_id"]: r["topic_name"] for r in plan.rows("topics")} == {"c": "c2", "d": "d1"}
 
 
+def test_a_batch_of_several_clusters_writes_each_clusters_current_rows_together() -> None:
+    # The operator hands a batch over group by group (a cluster's bucket each), each group's ``ord`` from 0: the
+    # current rows keep that order, as the history's do, so a reader of one cluster skips the others' pages. Ordered
+    # by ``ord`` they came c, d, c, d, … — every page of a fleet's file held every cluster.
+    groups = {"c": ["A", "B", "C", "D"], "d": ["E", "F", "G", "H"]}
+    rows = [{**_event(o, "topic", [t], 10 + o, {"topic_name": t.lower()}), "cluster_id": cid}
+            for cid, topics in groups.items() for o, t in enumerate(topics)]
+    plan = plan_batch(batch_tables(rows))
+    order = [(r["cluster_id"], r["topic_id"]) for r in plan.rows("topics")]
+    assert order == [(cid, t) for cid, topics in groups.items() for t in topics]
+    assert order == [(r["cluster_id"], r["topic_id"]) for r in plan.rows("topic_history")]
+
+
 def test_a_batch_too_large_for_the_packed_ord_is_refused() -> None:
     rows = [_event(1 << 32, "topic", ["T"], 5, {"topic_name": "a"})]
     with pytest.raises(InputError, match="too large to plan"):
