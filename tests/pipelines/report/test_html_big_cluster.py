@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_support import DEMO, demo_report, partition_statuses
 
 from jbod_model.records.json_codec import Slices, dumps_pieces, dumps_without_floats
-from jbod_model.report import DirLocation, InventoryJoin, JbodReport, LogPosition, PartitionStatus, build_report
+from jbod_model.report import DirLocation, InventoryJoin, JbodReport, LogPosition, build_report
 from jbod_model.simulator.cluster import Simulation
 from jbod_model.simulator.config import SimulationConfig
 from jbod_model.uuid import Uuid
@@ -28,7 +29,6 @@ from pipelines.report.load import load_from_inputs, load_from_records
 from pipelines.report.render import FIRST_ROWS, fleet_rows, render_fleet_html, render_html, report_to_json
 from pipelines.report.wording import FIRST_NAMES, split_long
 
-DEMO = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
 #: 1,000 partitions × 3 replicas on 3 brokers × 2 disks: 500 replicas on the disk that fails.
 PARTITIONS = 1000
 
@@ -47,12 +47,6 @@ def big_report() -> JbodReport:
     log = sim.result(checks=False).log
     assert log is not None
     data = load_from_records(log)
-    return build_report(data.image, history=data.history)
-
-
-def demo_report() -> JbodReport:
-    """The demo: one failed disk holding three replicas."""
-    data = load_from_inputs([DEMO])
     return build_report(data.image, history=data.history)
 
 
@@ -108,16 +102,9 @@ def test_names_are_html_escaped() -> None:
     assert cell.count("a&lt;b&gt;&amp;&#34;c-") == 40  # shown and hidden alike
 
 
-def leaderless(n: int) -> tuple[PartitionStatus, ...]:
-    part = demo_report().offline[0].replicas[0].partition
-    return tuple(PartitionStatus(partition=replace(part, topic_name="lost", partition_id=i), leader=-1,
-                                 replicas=(1, 2, 3), isr=(1,), elr=(), min_isr=2, offline_replicas=())
-                 for i in range(n))
-
-
 def test_a_long_table_shows_its_first_rows_and_the_rest_behind_details() -> None:
     n = 300
-    page = render_html(replace(demo_report(), leaderless=leaderless(n)))
+    page = render_html(replace(demo_report(), leaderless=partition_statuses(n)))
     part = section(page, "Leaderless partitions")
     shown, _, rest = part.partition('<details class="rows">')
     assert shown.count("<tr") - 1 == FIRST_ROWS  # the header, then the first rows
@@ -127,7 +114,7 @@ def test_a_long_table_shows_its_first_rows_and_the_rest_behind_details() -> None
 
 
 def test_a_short_table_is_printed_whole() -> None:
-    page = render_html(replace(demo_report(), leaderless=leaderless(FIRST_ROWS + 1)))
+    page = render_html(replace(demo_report(), leaderless=partition_statuses(FIRST_ROWS + 1)))
     part = section(page, "Leaderless partitions")
     assert "<details" not in part and part.count("<tr") == FIRST_ROWS + 2
 

@@ -7,35 +7,19 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
-from pathlib import Path
 
+from report_support import demo_report, partition_statuses
 from rich.console import Console
 
-from jbod_model.report import JbodReport, PartitionStatus, build_report
+from jbod_model.report import JbodReport
 from pipelines.cli.shared import table
-from pipelines.report.load import load_from_inputs
 from pipelines.report.render import FIRST_ROWS, render_terminal
-
-DEMO = Path(__file__).resolve().parents[3] / "pipelines" / "examples" / "demo-disk-failure.jsonl"
-
-
-def demo_report() -> JbodReport:
-    """The demo: one failed disk holding three replicas."""
-    data = load_from_inputs([DEMO])
-    return build_report(data.image, history=data.history)
 
 
 def terminal(report: JbodReport) -> str:
     out = io.StringIO()
     render_terminal(report, Console(file=out, width=200, color_system=None), table)
     return out.getvalue()
-
-
-def partitions(n: int, *, leader: int) -> tuple[PartitionStatus, ...]:
-    part = demo_report().offline[0].replicas[0].partition
-    return tuple(PartitionStatus(partition=replace(part, topic_name="lost", partition_id=i), leader=leader,
-                                 replicas=(1, 2, 3), isr=(1,), elr=(), min_isr=2, offline_replicas=())
-                 for i in range(n))
 
 
 def shown(out: str, label: str) -> list[int]:
@@ -49,16 +33,16 @@ def test_the_demo_is_printed_whole() -> None:
 
 
 def test_a_long_table_prints_its_first_rows_and_says_how_many_it_left_out() -> None:
-    out = terminal(replace(demo_report(), leaderless=partitions(300, leader=-1)))
+    out = terminal(replace(demo_report(), leaderless=partition_statuses(300)))
     assert "Leaderless partitions (300)" in out
     assert shown(out, "lost-") == list(range(FIRST_ROWS))
     assert f"{300 - FIRST_ROWS} more leaderless partitions not shown (--json or --html lists every one)" in out
 
 
 def test_a_table_one_row_over_is_printed_whole() -> None:
-    out = terminal(replace(demo_report(), under_min_isr=partitions(FIRST_ROWS + 1, leader=1)))
+    out = terminal(replace(demo_report(), under_min_isr=partition_statuses(FIRST_ROWS + 1, leader=1)))
     assert shown(out, "lost-") == list(range(FIRST_ROWS + 1)) and "not shown" not in out
-    out = terminal(replace(demo_report(), under_min_isr=partitions(FIRST_ROWS + 2, leader=1)))
+    out = terminal(replace(demo_report(), under_min_isr=partition_statuses(FIRST_ROWS + 2, leader=1)))
     assert "2 more partitions under min ISR not shown" in out
 
 
