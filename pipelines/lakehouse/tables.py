@@ -790,13 +790,16 @@ def _engine() -> QueryBuilder:
     return QueryBuilder(engine_settings())
 
 
-def _run(table: DeltaTable, name: str, sql: str, encoded: Collection[str] = ()) -> pa.Table:
+def _run(table: DeltaTable, name: str, sql: str, encoded: Collection[str] = (), *, views: bool = False) -> pa.Table:
     """``sql`` over ``table`` registered as ``name``, its result with :func:`plain_types`, cast a batch at a time as
     DataFusion streams it: cast whole, the ``string_view`` result and its copy were both held — the 2 M partitions'
     latest registrations peaked at 4.4 GB for a 0.3 GB answer (docs/performance.md, "The tables' reads a batch at a
     time"). The text columns ``encoded`` come dictionary-encoded, each batch as it arrives, one dictionary over the
-    batches: a history naming a few thousand topics and disks in 21 M versions never holds their texts."""
+    batches: a history naming a few thousand topics and disks in 21 M versions never holds their texts. ``views``:
+    the batches as DataFusion streams them, not cast (:func:`query`)."""
     reader = pa.RecordBatchReader.from_stream(_engine().register(name, table).execute(sql))
+    if views:
+        return pa.Table.from_batches(list(reader), reader.schema)
     schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string()) if f.name in encoded
                                  else _plain(f.type), f.nullable) for f in reader.schema])
     same = schema == reader.schema
@@ -1002,14 +1005,18 @@ def _stored(tables_dir: str | Path, table: str) -> DeltaTable:
     return delta
 
 
-def query(tables_dir: str | Path, table: str, sql: str) -> pa.Table:
+def query(tables_dir: str | Path, table: str, sql: str, *, views: bool = False) -> pa.Table:
     """Run ``sql`` on one table registered as ``t`` (through its Delta log), with plain Arrow types. A current or
-    history table is ``t`` as its readers see it (:func:`resolved_sql`), whatever ``jbod maintain`` has folded."""
+    history table is ``t`` as its readers see it (:func:`resolved_sql`), whatever ``jbod maintain`` has folded.
+
+    ``views``: its texts as DataFusion reads them (``string_view``, see :func:`plain_types`), for a caller that makes
+    them Python objects at once (``to_pandas``) and lets the result go: the cast is a copy of every text for nothing
+    there — a third of the CPU of reading the 200 k cluster's records with their JSON."""
     delta = _stored(tables_dir, table)
     if table not in VERSIONED:
-        return _run(delta, "t", sql)
+        return _run(delta, "t", sql, views=views)
     view = resolved_sql(table, marks=fold_marks(delta))
-    return _run(delta, "stored", f"WITH t AS ({view}) {sql}")
+    return _run(delta, "stored", f"WITH t AS ({view}) {sql}", views=views)
 
 
 def read_table(tables_dir: str | Path, table: str, where: str | None = None,
