@@ -24,7 +24,6 @@ from pipelines.quality.frames import (
     FrameBuilder,
     Model,
     make_columns_frame,
-    make_frame,
     optional_int,
 )
 
@@ -226,23 +225,29 @@ def _f_offline_intervals(b: Build) -> Frame:
     dup = open_.duplicated(key, keep=False)
     merged = open_.assign(dup=dup).merge(offline[[*key, "directory", "offline_reason", "since_offset"]], on=key,
                                          how="outer", suffixes=("", "_replica"), indicator="side")
-    rows = []
-    for r in merged.itertuples():
-        if r.side == "left_only":
-            ok, why = False, "open interval, but the replica is online (or gone)"
-        elif r.side == "right_only":
-            ok, why = False, "offline replica without an open interval"
-        elif r.dup:
-            ok, why = False, "two open intervals for one replica"
-        elif r.directory != r.directory_replica or r.reason != r.offline_reason:
-            ok, why = False, f"interval {r.directory}/{r.reason} vs replica {r.directory_replica}/{r.offline_reason}"
-        else:
-            ok, why = True, None
-        offset = r.start_offset if r.side != "right_only" else r.since_offset
-        rows.append({"topic_id": r.topic_id, "partition_id": r.partition_id, "broker_id": r.broker_id,
-                     "offset": optional_int(offset), column_of("I13.offline_intervals_match"): ok, "why": why})
+    # Decided a column at a time (133 k open intervals at 200 k partitions, a row loop 0.6 s): each row's first
+    # applicable reason, in this order.
+    side = merged["side"].to_numpy(dtype=object)
+    online, unopened = side == "left_only", side == "right_only"
+    paired = ~(online | unopened)
+    twice = paired & merged["dup"].eq(True).to_numpy(dtype=bool)
+    directory, held_in = merged["directory"].to_numpy(dtype=object), merged["directory_replica"].to_numpy(dtype=object)
+    reason, held_for = merged["reason"].to_numpy(dtype=object), merged["offline_reason"].to_numpy(dtype=object)
+    # Object arrays compare value by value with Python's ``!=``, as two cells would.
+    differ = paired & ~twice & ((directory != held_in) | (reason != held_for))
+    why = np.full(len(merged), None, dtype=object)
+    why[online] = "open interval, but the replica is online (or gone)"
+    why[unopened] = "offline replica without an open interval"
+    why[twice] = "two open intervals for one replica"
+    for i in np.flatnonzero(differ).tolist():
+        why[i] = f"interval {directory[i]}/{reason[i]} vs replica {held_in[i]}/{held_for[i]}"
+    offsets = np.where(unopened, merged["since_offset"].to_numpy(dtype=object),
+                       merged["start_offset"].to_numpy(dtype=object))
+    columns = {"topic_id": merged["topic_id"].to_numpy(dtype=object), "partition_id": merged["partition_id"].to_numpy(),
+               "broker_id": merged["broker_id"].to_numpy(), "offset": [optional_int(o) for o in offsets.tolist()],
+               column_of("I13.offline_intervals_match"): (~(online | unopened | twice | differ)).tolist(), "why": why}
     cols = {"topic_id": "string", "partition_id": "Int64", "broker_id": "Int64", "offset": "Int64", "why": "string"}
-    return Frame("offline_intervals", make_frame(rows, cols, ["I13.offline_intervals_match"]),
+    return Frame("offline_intervals", make_columns_frame(columns, cols, ["I13.offline_intervals_match"]),
                  ("row", "offset", "topic_id", "partition_id", "broker_id"), ("why",))
 
 

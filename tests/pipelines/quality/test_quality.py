@@ -394,6 +394,36 @@ def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_se
     assert clean_frame[view].astype(bool).all() and len(clean_frame) == len(rows)
 
 
+def test_the_offline_intervals_frame_names_each_disagreement_between_intervals_and_replicas(demo: Path) -> None:
+    """The ``offline_intervals`` frame (I13) over edited ``offline_replicas``: each open interval meets the offline
+    replica it stands for. An offline replica without one, an interval of an online replica, two open intervals of
+    one replica (both rows, whatever else is wrong with them) and an interval whose reason is not the replica's are
+    each named, with the offset of the interval (or of the replica's row, where there is no interval); a closed
+    interval plays no part."""
+    t = clean(demo)
+    intervals = t.table("offline_replicas")
+    both = intervals[replica(ORDERS, 0, 2)(intervals)]
+    online = both.assign(partition_id=1, broker_id=1, directory=NXG, start_offset=40)
+    closed = both.assign(partition_id=1, broker_id=3, directory=MKV, start_offset=20, end_offset=25)
+    edited = pd.concat([edit(intervals[~replica(PAYMENTS, 1, 2)(intervals)], replica(ORDERS, 2, 2),
+                             reason="BROKER_FENCED"), both.assign(reason="BROKER_FENCED"), online, closed],
+                       ignore_index=True)
+    frame = FRAMES["offline_intervals"](Build(t.with_tables(offline_replicas=edited), QualitySettings(),
+                                              ExternalInputs())).data
+    match = column_of("I13.offline_intervals_match")
+    assert sorted((r.topic_id, r.partition_id, r.broker_id, r.offset, bool(r[match]), r.why)
+                  for _, r in frame.iterrows()) == [
+        (ORDERS, 0, 2, 32, False, "two open intervals for one replica"),
+        (ORDERS, 0, 2, 32, False, "two open intervals for one replica"),
+        (ORDERS, 1, 1, 40, False, "open interval, but the replica is online (or gone)"),
+        (ORDERS, 2, 2, 32, False, f"interval {Y8U}/BROKER_FENCED vs replica {Y8U}/DIRECTORY_OFFLINE"),
+        (PAYMENTS, 1, 2, 32, False, "offline replica without an open interval")]
+    assert frame["row"].tolist() == list(range(len(frame)))
+    clean_frame = FRAMES["offline_intervals"](Build(t, QualitySettings(), ExternalInputs())).data
+    assert clean_frame[match].astype(bool).all() and len(clean_frame) == 3
+    assert clean_frame["why"].isna().all()
+
+
 def test_a_partitions_row_is_read_whole_into_its_registration(demo: Path) -> None:
     """Each column of a ``partitions`` row reaches its registration (``Build.partitions``, read a column at a time),
     a row whose directories do not match its replicas or do not parse forms none, and the frame still judges such a
