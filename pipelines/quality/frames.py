@@ -25,7 +25,7 @@ from jbod_model.records.metadata import (
 )
 from jbod_model.uuid import Uuid
 from pipelines.config.profiles import QualitySettings
-from pipelines.lakehouse.tables import record_from_row
+from pipelines.lakehouse.tables import key_packing, pack_keys, record_from_row
 from pipelines.quality.expectations import column_of
 from pipelines.quality.inputs import ExternalInputs, TableSet
 
@@ -167,6 +167,38 @@ def _series(values: Any, dtype: str) -> pd.Series:
         mask = arrow.is_null().to_numpy(zero_copy_only=False)
         return pd.Series(array(arrow.fill_null(filler).to_numpy(zero_copy_only=False, writable=True), mask))
     return pd.Series(values, dtype=dtype)
+
+
+def same_key_as_previous(frame: pd.DataFrame, key: Sequence[str]) -> Any:
+    """For each row of ``frame`` but the first, whether the row before it has its ``key`` (none has a null key): a
+    key's rows follow each other in a frame sorted by it."""
+    same = np.ones(max(len(frame) - 1, 0), dtype=bool)
+    for name in key:
+        column = frame[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            values = column.cat.codes.to_numpy()
+            null = values == -1
+        else:
+            values, null = column.to_numpy(), column.isna().to_numpy()
+        same &= (values[:-1] == values[1:]) & ~null[:-1] & ~null[1:]
+    return same
+
+
+def distinct_rows(columns: Sequence[Any]) -> tuple[Any, list[tuple[int, ...]]]:
+    """``pd.factorize`` of the rows of the int64 arrays ``columns``: each row's index among the distinct rows, and
+    those rows (tuples of ints) in the order they first appear. Through one packed integer per row
+    (:func:`~pipelines.lakehouse.tables.pack_keys`) where the values fit: a MultiIndex made a tuple per row (0.3 s
+    for the 200 k cluster's placements)."""
+    if not len(columns[0]):
+        return np.empty(0, np.int64), []
+    packing = key_packing([[values] for values in columns])
+    if packing is None:
+        which, distinct = pd.factorize(pd.MultiIndex.from_arrays(list(columns)))
+        return which, [tuple(int(v) for v in row) for row in distinct]
+    lows, spans, _ = packing
+    which = pd.factorize(pack_keys(columns, lows, spans))[0]
+    _, first = np.unique(which, return_index=True)  # each distinct row's first place, in the order they appear
+    return which, list(zip(*(values[first].tolist() for values in columns), strict=True))
 
 
 @dataclass(slots=True)

@@ -26,9 +26,11 @@ from pipelines.quality.frames import (
     FrameBuilder,
     Model,
     as_texts,
+    distinct_rows,
     make_columns_frame,
     make_frame,
     optional_int,
+    same_key_as_previous,
     sorted_by,
     table_rows,
 )
@@ -237,12 +239,16 @@ def _f_replica_directory_history(b: Build) -> Frame:
                             categories=("topic_id", "topic_name", "directory"))
     key = ["topic_id", "partition_id", "broker_id"]
     hist = sorted_by(hist, [*key, "valid_from_offset"])
-    group = hist.groupby(key, sort=False, observed=True)
-    prev_dir = group["directory"].shift()
-    prev_to = group["valid_to_offset"].shift()
     # The versions that *set* a directory: a key's first version, or one whose directory differs from (or does
-    # not directly follow) the previous one. A snapshot's versions are not placements (as for the model).
-    set_here = prev_dir.isna() | (prev_dir != hist["directory"]) | (prev_to != hist["valid_from_offset"])
+    # not directly follow) the previous one. A snapshot's versions are not placements (as for the model). In key
+    # order a key's previous version is the row before: compared as arrays, where pandas' shift within groups of the
+    # 691 k versions at 200 k partitions cost 0.3 s to find them.
+    codes = hist["directory"].cat.codes.to_numpy()
+    ends = hist["valid_to_offset"].to_numpy(dtype=np.float64, na_value=np.nan)
+    starts = hist["valid_from_offset"].to_numpy(dtype=np.float64, na_value=np.nan)
+    set_here = np.ones(len(hist), dtype=bool)
+    set_here[1:] = ~(same_key_as_previous(hist, key) & (codes[:-1] == codes[1:]) & (codes[:-1] != -1)
+                     & (ends[:-1] == starts[1:]))
     snapshots = _snapshot_offsets(b)
     placed = hist[set_here & ~hist["valid_from_offset"].isin(snapshots)]
     ex = _exploded_broker_history(b)
@@ -272,8 +278,7 @@ def _f_replica_directory_history(b: Build) -> Frame:
         upto[rows] = np.searchsorted(firsts.get(broker, np.empty(0, np.int64)), offsets[rows], side="right")
     # The verdict and its reason depend on (broker, directory, that count) alone: decided once per distinct triple
     # (millions of placements at 2 M partitions, a few thousand triples), by the model's rule.
-    which, distinct = (pd.factorize(pd.MultiIndex.from_arrays([brokers, directories, upto])) if len(placed)
-                       else (np.empty(0, np.int64), []))
+    which, distinct = distinct_rows([brokers, directories, upto])
     prefixes: dict[tuple[int, int], frozenset[Uuid]] = {}
     verdicts: list[bool] = []
     reasons: list[str | None] = []

@@ -1,5 +1,7 @@
 """A check frame's nullable columns (``make_columns_frame``): the fast conversion of a list or an object array
-(through Arrow) is pandas' own conversion. A frame put in order (``sorted_by``) is the frame pandas sorts."""
+(through Arrow) is pandas' own conversion. A frame put in order (``sorted_by``) is the frame pandas sorts. The
+distinct rows of integer columns (``distinct_rows``) are pandas' factorization of them; the rows whose previous row
+has their key (``same_key_as_previous``) are those pandas' shift within groups pairs."""
 
 from __future__ import annotations
 
@@ -13,7 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.quality.frames import PartitionRows, make_columns_frame, sorted_by
+from pipelines.quality.frames import (
+    PartitionRows,
+    distinct_rows,
+    make_columns_frame,
+    same_key_as_previous,
+    sorted_by,
+)
 
 _INT64 = st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1)
 _VALUES = st.one_of(
@@ -107,3 +115,38 @@ def test_partition_rows_from_arrow_are_those_from_pandas(cells: list[list[int | 
     frame = table.to_pandas()
     expected = _outcome(lambda: PartitionRows.of(frame))
     assert _outcome(lambda: PartitionRows.of(frame, table)) == expected
+
+
+_INT_COLUMNS = st.integers(1, 3).flatmap(lambda width: st.lists(
+    st.tuples(*[st.integers(-3, 3) | _INT64] * width), max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_INT_COLUMNS)
+def test_distinct_rows_are_pandas_factorization_of_the_rows(rows: list[tuple[int, ...]]) -> None:
+    """Small values pack into one integer a row; values spanning more than 62 bits go pandas' way: both give
+    pandas' codes and its distinct rows, in the order they first appear."""
+    if not rows:
+        which, distinct = distinct_rows([np.empty(0, np.int64)])
+        assert len(which) == 0 and distinct == []
+        return
+    columns = [np.array(column, dtype=np.int64) for column in zip(*rows, strict=True)]
+    which, distinct = distinct_rows(columns)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_arrays(columns))
+    assert which.tolist() == codes.tolist()
+    assert distinct == [tuple(int(v) for v in row) for row in uniques]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.integers(0, 2), st.integers(0, 9)),
+                     max_size=30))
+def test_a_rows_previous_row_has_its_key_where_pandas_shift_within_groups_pairs_them(
+        rows: list[tuple[str | None, int, int]]) -> None:
+    """In a frame sorted by its key (a categorical with a null among its texts, an integer), a row's previous row
+    has its key exactly where ``groupby(key).shift()`` gives the row that row's value."""
+    frame = pd.DataFrame(rows, columns=["k", "n", "v"]).astype({"k": "category"})
+    frame = frame.sort_values(["k", "n"], kind="stable").reset_index(drop=True)
+    frame["at"] = np.arange(len(frame), dtype=float)
+    shifted = frame.groupby(["k", "n"], sort=False, observed=True)["at"].shift()
+    expected = [shifted[i] == i - 1 for i in range(1, len(frame))]
+    assert same_key_as_previous(frame, ["k", "n"]).tolist() == expected

@@ -79,8 +79,9 @@ edits = st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(["directory",
                            st.integers(0, 10_000)), max_size=10)
 
 
-def _frame_and_by_hand(demo: TableSet, edits: list[tuple[int, str, int]]) -> tuple[list[Any], list[Any]]:
-    history = demo.table("replica_assignment_history").copy().reset_index(drop=True)
+def _frame_and_by_hand(demo: TableSet, edits: list[tuple[int, str, int]],
+                       history: pd.DataFrame | None = None) -> tuple[list[Any], list[Any]]:
+    history = (demo.table("replica_assignment_history") if history is None else history).copy().reset_index(drop=True)
     brokers = demo.table("broker_history").copy().reset_index(drop=True)
     known = sorted({str(d) for cell in brokers["log_dirs"] if cell is not None for d in cell})
     choices = [*known, str(LOST), str(UNASSIGNED), str(MIGRATING), "not-a-directory", None]
@@ -139,3 +140,20 @@ def test_a_placement_at_the_offset_its_broker_first_lists_the_directory_is_regis
     assert got == by_hand
     row = next(row for row in got if row[3] == int(history["broker_id"].iloc[i]) and row[5] == at)
     assert row[6] is True
+
+
+def test_a_replicas_first_version_is_a_placement_whatever_the_version_before_it_in_key_order(demo: TableSet) -> None:
+    """A replica's first version sets its directory even where the row before it in key order — another replica's
+    last version — ended where it starts, in the same directory."""
+    key = ["topic_id", "partition_id", "broker_id"]
+    history = demo.table("replica_assignment_history").sort_values([*key, "valid_from_offset"]).reset_index(drop=True)
+    firsts = history.index[(history[key] != history[key].shift()).any(axis=1)].tolist()[1:]
+    first = firsts[0]
+    real = next(t for t in history["directory"] if (d := _uuid(t)) is not None and not is_reserved(d))
+    history.at[first - 1, "directory"] = history.at[first, "directory"] = real
+    history.at[first - 1, "valid_to_offset"] = history.at[first, "valid_from_offset"]
+    got, by_hand = _frame_and_by_hand(demo, [], history)
+    assert got == by_hand
+    placed = history.loc[first]
+    assert (str(placed["topic_id"]), int(placed["partition_id"]), int(placed["broker_id"]),
+            int(placed["valid_from_offset"])) in {(row[0], row[2], row[3], row[5]) for row in got}
