@@ -1,6 +1,7 @@
 """What ``report_phases.py`` and ``check_phases.py`` share: a line on stderr after each phase of a command run in
-process — the seconds since the start, the resident set now (``VmRSS``) and the peak so far (``ru_maxrss``) — and a
-wrapper that prints it when a function returns. Not part of the test suite."""
+process — the seconds since the start, the CPU seconds this process used so far, the resident set now (``VmRSS``)
+and the peak so far (``ru_maxrss``) — and a wrapper that prints it when a function returns. Not part of the test
+suite."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def peak_mb() -> float:
 
 
 def say(what: str, width: int = 40) -> None:
-    print(f"{time.perf_counter() - STARTED:7.1f} s  {what:<{width}} rss {rss_mb():6.0f} MB  peak {peak_mb():6.0f} MB",
-          file=sys.stderr, flush=True)
+    print(f"{time.perf_counter() - STARTED:7.1f} s  cpu {time.process_time():5.1f} s  {what:<{width}} "
+          f"rss {rss_mb():6.0f} MB  peak {peak_mb():6.0f} MB", file=sys.stderr, flush=True)
 
 
 def watch(owner: Any, name: str, label: str | Callable[..., str], width: int = 40) -> None:
