@@ -136,6 +136,15 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def skip_final_collection() -> None:
+    """Let the process end without the cyclic collector's last passes: at exit Python collects once more over every
+    object still tracked (the modules, what a command holds), only for the memory to go back to the system with the
+    process — 0.5 s at the end of ``jbod check`` at 200 k partitions (docs/performance.md).
+    ``gc.freeze()`` puts them all beyond its reach. For a process' entry point, as its last step: a reference cycle
+    left then is never finalized (no one here needs that of one)."""
+    gc.freeze()
+
+
 def gc_paused_iteration(items: Iterable[T]) -> Iterator[T]:
     """The items of ``items``, each produced with the cyclic collector paused (see :func:`gc_paused`) and handed
     over with it as it was: the consumer's code never runs with the collector off, and abandoning the iteration

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from jbod_model.slots import skip_final_collection
 from pipelines.cli import check, dirs, jobs, maintain, notebook, replay, report, run, shared, simulate, whatif
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", add_completion=False, cls=shared.JbodGroup,
@@ -79,4 +80,9 @@ _conventional_help(app, jobs_app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    app()
+    """The ``jbod`` command (the console script, ``python -m pipelines.cli``): the command, then the process' end
+    without the garbage collector's last passes over what it left (:func:`jbod_model.slots.skip_final_collection`)."""
+    try:
+        app()
+    finally:
+        skip_final_collection()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from jbod_model.errors import JbodError
+from jbod_model.slots import skip_final_collection
 
 
 class Apart:
@@ -72,6 +73,7 @@ def main(call_path: str, out_path: str) -> None:
     except JbodError as e:
         out = (False, e)
     Path(out_path).write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    skip_final_collection()  # the caller waits for this process' end, not only for its result
 
 
 if __name__ == "__main__":
