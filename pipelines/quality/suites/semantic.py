@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ import pandas as pd
 from jbod_model import invariants as inv
 from jbod_model.directory_id import DirectoryState
 from jbod_model.errors import JbodError
+from jbod_model.image import PartitionRegistration
 from jbod_model.replicas import OfflineReason
 from jbod_model.uuid import Uuid
 from pipelines.lakehouse.tables import key_packing, pack_keys
@@ -150,41 +152,36 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
     partitions table's order (a partition listed twice: its first place, its last values)."""
     registrations = b.partitions
     table = b.partition_table
+    parts: list[PartitionRegistration] = []
     topics: list[str] = []
     partition_ids: list[int] = []
-    brokers: list[int] = []
-    directories: list[str] = []
     offsets: list[int | None] = []
     # Keys matched as integers (a topic id as its index among the partitions' topics): millions of replicas at 2 M
     # partitions, where a join on the ids' text cost seconds.
     codes: dict[str, int] = {}
     topic_codes: list[int] = []
-    texts: dict[Uuid, str] = {}
     for topic, partition, since in zip(*(_cells(table, c) for c in ("topic_id", "partition_id", "since_offset")),
                                        strict=True):
         pk = (topic if type(topic) is str else str(topic), partition if type(partition) is int else int(partition))
         part = registrations.get(pk)
         if part is None:
             continue  # I1 (or an unparseable id) makes the view undefined for this partition
-        n = len(part.replicas)  # as many directories: the model forms no registration otherwise (I1)
-        topics += [pk[0]] * n
-        topic_codes += [codes.setdefault(pk[0], len(codes))] * n
-        partition_ids += [pk[1]] * n
-        brokers += part.replicas
-        for d in part.directories:
-            text = texts.get(d)
-            if text is None:
-                text = texts[d] = str(d)
-            directories.append(text)
-        offsets += [since if type(since) is int else optional_int(since)] * n
+        parts.append(part)
+        topics.append(pk[0])
+        topic_codes.append(codes.setdefault(pk[0], len(codes)))
+        partition_ids.append(pk[1])
+        offsets.append(since if type(since) is int else optional_int(since))
+    # The replicas as arrays, each with its place among them all ("at"): only a missing one's directory and offset
+    # are made Python values, from its partition's row (a million text ids made for none at 200 k partitions).
+    counts = np.fromiter((len(part.replicas) for part in parts), np.int64, len(parts))
+    row_of = np.repeat(np.arange(len(parts)), counts)
     key = ["topic", "partition_id", "broker_id"]
-    expected = pd.DataFrame({"topic": pd.Series(topic_codes, dtype="int64"),
-                             "partition_id": pd.Series(partition_ids, dtype="int64"),
-                             "broker_id": pd.Series(brokers, dtype="int64"),
-                             "topic_id": pd.Series(topics, dtype=object),
-                             "directory": pd.Series(directories, dtype=object),
-                             "since_offset": pd.Series(offsets, dtype=object)})
-    del topics, topic_codes, partition_ids, brokers, directories, offsets
+    expected = pd.DataFrame({
+        "topic": np.asarray(topic_codes, dtype=np.int64)[row_of],
+        "partition_id": np.asarray(partition_ids, dtype=np.int64)[row_of],
+        "broker_id": np.fromiter(itertools.chain.from_iterable(part.replicas for part in parts), np.int64,
+                                 len(row_of)),
+        "at": np.arange(len(row_of), dtype=np.int64)})
     if expected.duplicated(key).any():
         last = expected.drop_duplicates(key, keep="last").set_index(key)
         expected = expected.loc[~expected.duplicated(key), key].join(last, on=key)
@@ -199,8 +196,13 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
         # A replica is missing where its key is not among the rows': at 2 M partitions the merge of the 6 M keys
         # copied both sides (1.6 GB at its peak), where the keys packed as one integer each take 96 MB.
         gone = expected[~np.isin(packed[0], packed[1])]
-    return {name: gone[name].tolist() for name in ("topic_id", "partition_id", "broker_id", "directory",
-                                                    "since_offset")}
+    at = gone["at"].to_numpy(dtype=np.int64)
+    rows = row_of[at].tolist()
+    places = (at - (np.cumsum(counts) - counts)[row_of[at]]).tolist()
+    return {"topic_id": [topics[r] for r in rows], "partition_id": [partition_ids[r] for r in rows],
+            "broker_id": gone["broker_id"].tolist(),
+            "directory": [str(parts[r].directories[i]) for r, i in zip(rows, places, strict=True)],
+            "since_offset": [offsets[r] for r in rows]}
 
 
 def _packed_keys(left: pd.DataFrame, right: pd.DataFrame, key: list[str]) -> tuple[Any, Any] | None:

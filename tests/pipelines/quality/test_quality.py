@@ -394,6 +394,24 @@ def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_se
     assert clean_frame[view].astype(bool).all() and len(clean_frame) == len(rows)
 
 
+def test_a_missing_replica_has_its_own_place_in_its_partitions_directories(demo: Path) -> None:
+    """Every replica of a partition missing from ``replica_assignments``: each is named once, with the directory at
+    its own place in the partition's Directories and the partition row's offset — the last row's, where the
+    partition is listed twice, at the place of its first."""
+    t = clean(demo)
+    rows, partitions = t.table("replica_assignments"), t.table("partitions")
+    listed = partitions[part(ORDERS, 1)(partitions)]
+    edited = pd.concat([listed.assign(since_offset=90), partitions, listed.assign(since_offset=99)],
+                       ignore_index=True)
+    frame = FRAMES["replicas"](Build(t.with_tables(replica_assignments=rows[~part(ORDERS, 1)(rows)],
+                                                   partitions=edited), QualitySettings(), ExternalInputs())).data
+    missing = frame[frame["why"] == "missing from replica_assignments"]
+    row = listed.iloc[0]
+    assert [(r.topic_id, r.partition_id, r.broker_id, r.directory, r.offset) for r in missing.itertuples()] == [
+        (ORDERS, 1, int(b), d, 99) for b, d in zip(row["replicas"], row["directories"], strict=True)]
+    assert len(set(row["directories"])) == len(row["replicas"]) > 1  # not vacuous: each place has its own disk
+
+
 def test_the_offline_intervals_frame_names_each_disagreement_between_intervals_and_replicas(demo: Path) -> None:
     """The ``offline_intervals`` frame (I13) over edited ``offline_replicas``: each open interval meets the offline
     replica it stands for. An offline replica without one, an interval of an online replica, two open intervals of
