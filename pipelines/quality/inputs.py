@@ -96,12 +96,13 @@ class TableSet:
         return filters
 
     def records(self, columns: Sequence[str], *, types: Collection[str] | None = None, snapshots: bool | None = None,
-                chunk_offsets: int | None = None) -> Iterator[pd.DataFrame]:
+                applied: bool = False, chunk_offsets: int | None = None) -> Iterator[pd.DataFrame]:
         """The cluster's ``records`` rows as :meth:`table` gives them (NoOpRecords left out), only ``columns``, of
-        ``types`` (None: every type) and of snapshots (True), of the log (False) or both (None), in offset order (a
-        snapshot's rows by their index), a range of ``chunk_offsets`` offsets at a time (default
-        :data:`RECORD_CHUNK_OFFSETS`): a frame builder that goes through the log never holds it whole (11 M rows,
-        with each record's JSON, at 2 M partitions). Given or loaded records come as one frame."""
+        ``types`` (None: every type) and of snapshots (True), of the log (False) or both (None), only those the
+        replay applied (``applied``: ``applied_offset`` not null), in offset order (a snapshot's rows by their
+        index), a range of ``chunk_offsets`` offsets at a time (default :data:`RECORD_CHUNK_OFFSETS`): a frame
+        builder that goes through the log never holds it whole (11 M rows, with each record's JSON, at 2 M
+        partitions). Given or loaded records come as one frame."""
         if "records" in self._frames or self.tables_dir is None:
             recs = self.table("records")
             recs = recs[recs["type"] != "NO_OP_RECORD"]  # whole when loaded (load_all)
@@ -109,6 +110,8 @@ class TableSet:
                 recs = recs[recs["type"].isin(list(types))]
             if snapshots is not None:
                 recs = recs[(recs["origin"] == "snapshot") == snapshots]
+            if applied:
+                recs = recs[recs["applied_offset"].notna()]
             yield recs.sort_values(["offset", "snapshot_index"], kind="stable")[list(columns)]
             return
         where = " AND ".join(f'"{c}" {op} {_sql_literal(v)}' for c, op, v in self._filters("records"))
@@ -116,6 +119,9 @@ class TableSet:
             where += f" AND type IN ({', '.join(sorted(map(_sql_literal, types)))})"
         if snapshots is not None:
             where += f" AND origin {'=' if snapshots else '<>'} 'snapshot'"
+        if applied:
+            # In the scan: pandas' filter of a million rows read was a copy of each of their columns.
+            where += " AND applied_offset IS NOT NULL"
         span = query(self.tables_dir, "records", f'SELECT MIN("offset") AS lo, MAX("offset") AS hi FROM t '
                                                  f"WHERE {where}")
         lo, hi = span.column("lo")[0].as_py(), span.column("hi")[0].as_py()

@@ -108,9 +108,8 @@ def _version_at(history: pd.DataFrame, offset: int) -> Any | None:
 
 
 def _f_registration_changes(b: Build) -> Frame:
-    recs = pd.concat(list(b.tables.records([*RECORD_COLUMNS, "applied_offset"], snapshots=False,
+    recs = pd.concat(list(b.tables.records([*RECORD_COLUMNS, "applied_offset"], snapshots=False, applied=True,
                                            types=[BrokerRegistrationChangeRecord.TYPE_NAME])))
-    recs = recs[recs["applied_offset"].notna()]
     hist = b.tables.table("broker_history")
     by_broker = {int(k): g for k, g in hist.groupby("broker_id")} if not hist.empty else {}
     shrinks = column_of("I8.change_only_shrinks_directories")

@@ -161,8 +161,8 @@ def _mv_timeline(b: Build) -> tuple[list[int], list[int]]:
     their own offsets (the model's batch walk sees a version change at the record, even inside a transaction), and
     from a snapshot the replay started with (at its offset)."""
     points: list[tuple[int, int]] = []
-    for recs in b.tables.records([*RECORD_COLUMNS, "applied_offset"], types=[FeatureLevelRecord.TYPE_NAME]):
-        for r in table_rows(recs[recs["applied_offset"].notna()], *RECORD_COLUMNS):
+    for recs in b.tables.records(RECORD_COLUMNS, types=[FeatureLevelRecord.TYPE_NAME], applied=True):
+        for r in table_rows(recs, *RECORD_COLUMNS):
             rec = b.record(r)
             if isinstance(rec, FeatureLevelRecord) and rec.name == FEATURE_NAME:
                 points.append((int(r.offset), rec.feature_level))
@@ -181,8 +181,7 @@ def _f_records(b: Build) -> Frame:
     # Records the replay applied, outside snapshots: a snapshot's records are the image, not what a controller
     # wrote (the state-level suites check the image). A range of offsets at a time, each column kept as it is built:
     # no dict per row and no record's JSON but those the checks read (11 M records at 2 M partitions).
-    for chunk in b.tables.records([*RECORD_COLUMNS, "applied_offset"], types=_DIRECTORY_RECORDS, snapshots=False):
-        recs = chunk[chunk["applied_offset"].notna()]
+    for recs in b.tables.records(RECORD_COLUMNS, types=_DIRECTORY_RECORDS, snapshots=False, applied=True):
         at = np.searchsorted(changes, recs["offset"].to_numpy(dtype=np.int64), "left")
         # Where I3 holds for any record and I9 does not apply, the record is not read: at ≥ 3.7-IV2 that is every
         # PartitionChangeRecord, most of a large cluster's log (decoding them was half of this frame's cost). Only
