@@ -48,6 +48,8 @@ from jbod_model.meta_properties import MetaProperties, MetaPropertiesVersion, to
 from jbod_model.metadata_version import FEATURE_NAME, MetadataVersion
 from jbod_model.records.entry import LogEntry
 from jbod_model.records.metadata import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
@@ -921,6 +923,28 @@ def test_the_frames_built_in_a_second_process_are_the_ones_built_here(tmp_path: 
     assert here["log_violations"].data["invariant"].tolist() == ["I10"]
     assert scans == [None, "1"]
     assert lakehouse_tables.engine_settings() == dict(lakehouse_tables._ENGINE_SETTINGS)
+
+
+def test_records_of_an_aborted_transaction_are_left_out_of_the_frames_of_applied_records(tmp_path: Path) -> None:
+    """A transaction the controller aborted is in the ``records`` table, never applied (``applied_offset`` null):
+    the records read as the replay applied them are the table's applied rows, and the bronze records' frame built
+    from the tables' directory is the frame built from the tables loaded whole — without the aborted records."""
+    log = demo_log()
+    last = log[-1].offset
+    aborted = [LogEntry(offset=last + 1, record=BeginTransactionRecord(name="aborted"), batch_base_offset=last + 1),
+               LogEntry(offset=last + 2, record=_reg_record(1, 9, Uuid(7, 7), (NXG,)), batch_base_offset=last + 1),
+               LogEntry(offset=last + 3, record=AbortTransactionRecord(), batch_base_offset=last + 1)]
+    write_lakehouse(tmp_path, "aborted", [*log, *aborted])
+    whole = TableSet("aborted", tmp_path).table("records")
+    assert whole.loc[whole["offset"] == last + 2, "applied_offset"].isna().all()
+    columns = ["offset", "snapshot_index", "type", "data"]
+    read = pd.concat(list(TableSet("aborted", tmp_path).records(columns, applied=True))).reset_index(drop=True)
+    applied = whole[whole["applied_offset"].notna()].sort_values("offset", kind="stable")
+    pd.testing.assert_frame_equal(read, applied[columns].reset_index(drop=True))
+    frame = FRAMES["records"](Build(TableSet("aborted", tmp_path), QualitySettings(), ExternalInputs())).data
+    loaded = TableSet("aborted", tmp_path).load_all(["records", "features"])
+    pd.testing.assert_frame_equal(frame, FRAMES["records"](Build(loaded, QualitySettings(), ExternalInputs())).data)
+    assert last + 2 not in set(frame["offset"]) and last in set(applied["offset"])
 
 
 def test_the_records_read_a_range_of_offsets_at_a_time_are_the_table_and_the_frames_are_the_same(
