@@ -172,7 +172,8 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
         partition_ids.append(pk[1])
         offsets.append(since if type(since) is int else optional_int(since))
     # The replicas as arrays, each with its place among them all ("at"): only a missing one's directory and offset
-    # are made Python values, from its partition's row (a million text ids made for none at 200 k partitions).
+    # are made Python values, from its partition's row (600 k directories listed at 200 k partitions, where none or
+    # a few are missing).
     counts = np.fromiter((len(part.replicas) for part in parts), np.int64, len(parts))
     row_of = np.repeat(np.arange(len(parts)), counts)
     key = ["topic", "partition_id", "broker_id"]
@@ -227,8 +228,8 @@ def _f_offline_intervals(b: Build) -> Frame:
     dup = open_.duplicated(key, keep=False)
     merged = open_.assign(dup=dup).merge(offline[[*key, "directory", "offline_reason", "since_offset"]], on=key,
                                          how="outer", suffixes=("", "_replica"), indicator="side")
-    # Decided a column at a time (133 k open intervals at 200 k partitions, a row loop 0.6 s): each row's first
-    # applicable reason, in this order.
+    # Decided a column at a time, not row by row (the frame 0.99 → 0.71 s for the 133 k open intervals at 200 k
+    # partitions): each row's first applicable reason, in this order.
     side = merged["side"].to_numpy(dtype=object)
     online, unopened = side == "left_only", side == "right_only"
     paired = ~(online | unopened)
