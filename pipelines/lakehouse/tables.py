@@ -316,8 +316,7 @@ def _entity_rows(entity: Entity, part: pa.Table) -> dict[str, pa.Table]:
         # report cut like the page; where a fleet cluster's reads go").
         current = pa.table({**keys, **values, "since_offset": since, "since_time": at, REMOVED: removed},
                            schema=stored(entity.current_schema()))
-        rows = pc.bit_wise_and(last, _ROW_MASK)
-        out[entity.current] = current.take(pc.take(rows, pc.sort_indices(rows)))
+        out[entity.current] = current.take(pc.bit_wise_and(last, _ROW_MASK).sort())
     return out
 
 

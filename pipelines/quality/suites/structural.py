@@ -85,8 +85,8 @@ def _f_partitions(b: Build) -> Frame:
     put = [columns[name].append for name in columns]
     # I4 holds for a partition unless one of its directories is refused: decided once per distinct directory (a few
     # hundred disks and placeholders in 600 k places at 200 k partitions), by the model's rule.
-    refused = {d for d in {d for part in registrations.values() if part is not None for d in part.directories}
-               if not inv.directory_placeholder_ok(d)}
+    distinct = {d for part in registrations.values() if part is not None for d in part.directories}
+    refused = {d for d in distinct if not inv.directory_placeholder_ok(d)}
     for i, (topic, partition, replicas, texts, isr, leader) in enumerate(zip(
             rows.topic_ids, rows.partition_ids, rows.replicas, rows.directories, rows.isr, rows.leader, strict=True)):
         part = registrations.get((topic, partition))
