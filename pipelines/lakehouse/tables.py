@@ -744,7 +744,12 @@ def plain_types(table: pa.Table) -> pa.Table:
 #: reordering on, a filter on the right side (``cluster_id = …``) made the planner guess that side smaller and build
 #: on it: every stored row with every column read — 4.2 GB for the 2 M partitions' latest registrations, 0.7 GB
 #: the way it is written (docs/performance.md, "The tables' reads a batch at a time").
-_ENGINE_SETTINGS: Final = {"datafusion.optimizer.join_reordering": "false"}
+#: Bloom filters not looked for: no writer of these tables writes them (delta-rs' nor the job's Delta writes), yet
+#: DataFusion searches each file for them and evaluates the predicate against what it finds — 63 of a fleet cluster's
+#: 143 ms for its leaderless stretches' records, a predicate of a few hundred offset ranges (docs/performance.md,
+#: "A fleet cluster's queries").
+_ENGINE_SETTINGS: Final = {"datafusion.optimizer.join_reordering": "false",
+                           "datafusion.execution.parquet.bloom_filter_on_read": "false"}
 
 #: How many partitions DataFusion plans each scan of this process in (:func:`scan_partitions`); None: its own
 #: default, one per core.
