@@ -195,8 +195,10 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
         gone = found[found["_merge"] == "left_only"]
     else:
         # A replica is missing where its key is not among the rows': at 2 M partitions the merge of the 6 M keys
-        # copied both sides (1.6 GB at its peak), where the keys packed as one integer each take 96 MB.
-        gone = expected[~np.isin(packed[0], packed[1])]
+        # copied both sides (1.6 GB at its peak), where the keys packed as one integer each take 96 MB. Looked up
+        # in a hash table (pandas' isin): numpy's isin sorts both arrays together where the packed keys' range is
+        # wide, 8 s for the 6 M keys at 2 M partitions against 0.5 s.
+        gone = expected[~pd.Series(packed[0], copy=False).isin(packed[1]).to_numpy()]
     at = gone["at"].to_numpy(dtype=np.int64)
     rows = row_of[at].tolist()
     places = (at - (np.cumsum(counts) - counts)[row_of[at]]).tolist()
