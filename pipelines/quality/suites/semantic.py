@@ -52,7 +52,12 @@ def _f_replicas(b: Build) -> Frame:
     key = ["topic_id", "partition_id", "broker_id"]
     # Built a column at a time, the table's own columns as they are (a dict per row held 6 M of them at 2 M
     # partitions). Rows after a replica's first are flagged, whatever else is wrong with them.
-    again = table.duplicated(key, keep="first").to_numpy(dtype=bool).tolist() if not table.empty else []
+    # The rows' keys as integers, a topic id as its index among the distinct ids (each parsed once): a second row
+    # for a replica is a repeated packed key (pandas' duplicated over the three columns took 1.5 s of the 6 M rows
+    # at 2 M partitions, against 0.8 s), and the replicas missing from them are looked up by the same keys.
+    which, ids = pd.factorize(table["topic_id"].astype(object))
+    rows_key = _int_keys(table, which)
+    again = _repeated(table, key, rows_key).tolist() if not table.empty else []
     ok: list[bool | None] = []
     why: list[str | None] = []
     o: bool | None
@@ -90,7 +95,7 @@ def _f_replicas(b: Build) -> Frame:
         ok.append(o)
         why.append(w)
     del flags
-    missing = _missing_replicas(b, table[key])
+    missing = _missing_replicas(b, table, which, ids, rows_key)
     gone = len(missing["topic_id"])
     names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
              "offline", "offline_reason")
@@ -146,10 +151,30 @@ def _replica_flags(model: Model, broker: int, directory_text: Any, state_text: A
     return _Flags(None, consistent, directory, f"Kafka's rule says offline={expected}")
 
 
-def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
-    """The replicas of the current partitions (those whose registration the model could form) that have no
-    ``replica_assignments`` row: key, the partition's directory for it and the partition row's offset, in the
-    partitions table's order (a partition listed twice: its first place, its last values)."""
+def _int_keys(table: pd.DataFrame, which: Any) -> list[Any] | None:
+    """The ``replica_assignments`` rows' keys as int64 columns — ``which``, each row's topic id as a code, then the
+    partition and the broker —, None where those are not integers (a table with nulls in them)."""
+    ints = [table[c] for c in ("partition_id", "broker_id")]
+    if any(c.dtype.kind not in "iu" for c in ints):
+        return None
+    return [np.asarray(which, dtype=np.int64), *(c.to_numpy(dtype=np.int64) for c in ints)]
+
+
+def _repeated(table: pd.DataFrame, key: list[str], keys: list[Any] | None) -> Any:
+    """Whether each row repeats the key of a row before it, from the packed ``keys`` where they pack."""
+    packing = None if keys is None else key_packing([[k] for k in keys])
+    if keys is None or packing is None:
+        return table.duplicated(key, keep="first").to_numpy(dtype=bool)
+    lows, spans, _ = packing
+    return pd.Series(pack_keys(keys, lows, spans), copy=False).duplicated(keep="first").to_numpy()
+
+
+def _missing_replicas(b: Build, present: pd.DataFrame, which: Any, ids: Any,
+                      rows_key: list[Any] | None) -> dict[str, list[Any]]:
+    """The replicas of the current partitions (those whose registration the model could form) that have no row of
+    ``present`` (``replica_assignments``; ``which``, ``ids``: its topic ids factorized; ``rows_key``: its keys,
+    :func:`_int_keys`): key, the partition's directory for it and the partition row's offset, in the partitions
+    table's order (a partition listed twice: its first place, its last values)."""
     registrations = b.partitions
     table = b.partition_table
     parts: list[PartitionRegistration] = []
@@ -176,48 +201,50 @@ def _missing_replicas(b: Build, present: pd.DataFrame) -> dict[str, list[Any]]:
     # a few are missing).
     counts = np.fromiter((len(part.replicas) for part in parts), np.int64, len(parts))
     row_of = np.repeat(np.arange(len(parts)), counts)
-    key = ["topic", "partition_id", "broker_id"]
-    expected = pd.DataFrame({
-        "topic": np.asarray(topic_codes, dtype=np.int64)[row_of],
-        "partition_id": np.asarray(partition_ids, dtype=np.int64)[row_of],
-        "broker_id": np.fromiter(itertools.chain.from_iterable(part.replicas for part in parts), np.int64,
-                                 len(row_of)),
-        "at": np.arange(len(row_of), dtype=np.int64)})
-    if expected.duplicated(key).any():
-        last = expected.drop_duplicates(key, keep="last").set_index(key)
-        expected = expected.loc[~expected.duplicated(key), key].join(last, on=key)
-    have = pd.DataFrame({"topic": present["topic_id"].astype(object).map(codes).fillna(-1).astype("int64"),
-                         "partition_id": present["partition_id"].astype("int64"),
-                         "broker_id": present["broker_id"].astype("int64")}).drop_duplicates()
-    packed = _packed_keys(expected, have, key)
-    if packed is None:
-        found = expected.merge(have, on=key, how="left", indicator=True)
-        gone = found[found["_merge"] == "left_only"]
-    else:
-        # A replica is missing where its key is not among the rows': at 2 M partitions the merge of the 6 M keys
-        # copied both sides (1.6 GB at its peak), where the keys packed as one integer each take 96 MB. Looked up
-        # in a hash table (pandas' isin): numpy's isin sorts both arrays together where the packed keys' range is
-        # wide, 8 s for the 6 M keys at 2 M partitions against 0.5 s.
-        gone = expected[~pd.Series(packed[0], copy=False).isin(packed[1]).to_numpy()]
-    at = gone["at"].to_numpy(dtype=np.int64)
+    wanted = [np.asarray(topic_codes, dtype=np.int64)[row_of], np.asarray(partition_ids, dtype=np.int64)[row_of],
+              np.fromiter(itertools.chain.from_iterable(part.replicas for part in parts), np.int64, len(row_of))]
+    # The rows' topics as the partitions' codes, looked up once per distinct id (-1: a topic no partition has, or
+    # none), not once per row through Series.map (6 M rows at 2 M partitions).
+    topic_of = np.array([*(codes.get(t, -1) for t in ids), -1], dtype=np.int64)  # a null's -1 takes the last
+    have = [topic_of[which], *(rows_key[1:] if rows_key is not None else
+                               (present[c].astype("int64").to_numpy() for c in ("partition_id", "broker_id")))]
+    at, broker = _absent(wanted, have)
     rows = row_of[at].tolist()
     places = (at - (np.cumsum(counts) - counts)[row_of[at]]).tolist()
     return {"topic_id": [topics[r] for r in rows], "partition_id": [partition_ids[r] for r in rows],
-            "broker_id": gone["broker_id"].tolist(),
+            "broker_id": broker.tolist(),
             "directory": [str(parts[r].directories[i]) for r, i in zip(rows, places, strict=True)],
             "since_offset": [offsets[r] for r in rows]}
 
 
-def _packed_keys(left: pd.DataFrame, right: pd.DataFrame, key: list[str]) -> tuple[Any, Any] | None:
-    """Each frame's integer ``key`` columns as one int64 per row, packed alike (:func:`pack_keys`); None where the
-    spans do not fit."""
-    columns = [[frame[name].to_numpy(dtype=np.int64) for frame in (left, right)] for name in key]
-    packing = key_packing(columns)
+def _absent(wanted: list[Any], have: list[Any]) -> tuple[Any, Any]:
+    """The keys of ``wanted`` (int64 key columns, in order) that no row of ``have`` (the same columns) has: where
+    each one's last row is in ``wanted`` and its last column, in the order of each one's first row (a key listed
+    twice: its first place, its last position)."""
+    packing = key_packing([[w, h] for w, h in zip(wanted, have, strict=True)])
     if packing is None:
-        return None
+        key = [f"k{i}" for i in range(len(wanted))]
+        expected = pd.DataFrame({**dict(zip(key, wanted, strict=True)), "at": np.arange(len(wanted[0]))})
+        if expected.duplicated(key).any():
+            last = expected.drop_duplicates(key, keep="last").set_index(key)
+            expected = expected.loc[~expected.duplicated(key), key].join(last, on=key)
+        found = expected.merge(pd.DataFrame(dict(zip(key, have, strict=True))).drop_duplicates(), on=key,
+                               how="left", indicator=True)
+        gone = found[found["_merge"] == "left_only"]
+        return gone["at"].to_numpy(dtype=np.int64), gone[key[-1]].to_numpy(dtype=np.int64)
+    # Each key packed as one integer, and every test of it a hash lookup (pandas' duplicated and isin): at 2 M
+    # partitions a merge of the 6 M keys copied both sides (1.6 GB at its peak), numpy's isin sorted both arrays
+    # together (8 s), and pandas' duplicated over three columns and drop_duplicates cost 1–2 s each.
     lows, spans, _ = packing
-    return (pack_keys([pieces[0] for pieces in columns], lows, spans),
-            pack_keys([pieces[1] for pieces in columns], lows, spans))
+    packed = pd.Series(pack_keys(wanted, lows, spans), copy=False)
+    at = np.arange(len(packed), dtype=np.int64)
+    repeated = packed.duplicated(keep="first").to_numpy()
+    if repeated.any():
+        last = ~packed.duplicated(keep="last").to_numpy()
+        at = pd.Series(at[last], index=packed.to_numpy()[last]).reindex(packed.to_numpy()[~repeated]).to_numpy()
+        packed = packed[~repeated]
+    at = at[~packed.isin(pack_keys(have, lows, spans)).to_numpy()]
+    return at, wanted[-1][at]
 
 
 def _f_offline_intervals(b: Build) -> Frame:

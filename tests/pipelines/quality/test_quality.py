@@ -79,7 +79,7 @@ from pipelines.quality import (
     column_of,
 )
 from pipelines.quality.frames import Build, column_ints
-from pipelines.quality.suites import READS, frames_apart, frames_as_built
+from pipelines.quality.suites import READS, frames_apart, frames_as_built, semantic
 
 ORDERS = "KfaKMz6vRniukx00uvRwwA"
 PAYMENTS = "jVaGuYd1RguOT2X2Imx41g"
@@ -370,11 +370,15 @@ def _i13_view(t: TableSet) -> TableSet:
                                                   offline=True, offline_reason="BROKER_FENCED"))
 
 
-def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_sees_it(demo: Path) -> None:
+@pytest.mark.parametrize("packed", [True, False], ids=["keys-packed", "keys-too-wide-to-pack"])
+def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_sees_it(
+        demo: Path, packed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ``replicas`` frame (I13) over edited ``replica_assignments``: a replica's row dropped is a row "missing",
     one written twice is "a second row" after its first, one for a broker the partition does not have is "not a
     replica"; every other row agrees with Kafka's rule. The partition's directory and offset of a missing row come
-    from the ``partitions`` row."""
+    from the ``partitions`` row. The same where the keys' spans are too wide to pack into one integer."""
+    if not packed:
+        monkeypatch.setattr(semantic, "key_packing", lambda columns: None)
     t = clean(demo)
     rows = t.table("replica_assignments")
     twice = rows[replica(PAYMENTS, 1, 2)(rows)]
@@ -388,6 +392,8 @@ def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_se
         (PAYMENTS, 1, 2, "a second row for this replica"), (PAYMENTS, 1, 99, "not a replica of any partition"),
         (ORDERS, 0, 1, "missing from replica_assignments")]
     assert len(frame) == len(edited) + 1 and frame["row"].tolist() == list(range(len(frame)))
+    # The later of the two rows is the second one, not the first.
+    assert wrong["row"].iloc[0] == len(edited) - 2
     partition = t.table("partitions")[part(ORDERS, 0)(t.table("partitions"))].iloc[0]
     missing = wrong.iloc[-1]
     assert missing["offset"] == partition["since_offset"]
@@ -396,10 +402,15 @@ def test_the_replica_view_frame_names_each_row_that_is_not_a_replica_as_kafka_se
     assert clean_frame[view].astype(bool).all() and len(clean_frame) == len(rows)
 
 
-def test_a_missing_replica_has_its_own_place_in_its_partitions_directories(demo: Path) -> None:
+@pytest.mark.parametrize("packed", [True, False], ids=["keys-packed", "keys-too-wide-to-pack"])
+def test_a_missing_replica_has_its_own_place_in_its_partitions_directories(demo: Path, packed: bool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Every replica of a partition missing from ``replica_assignments``: each is named once, with the directory at
     its own place in the partition's Directories and the partition row's offset — the last row's, where the
-    partition is listed twice, at the place of its first."""
+    partition is listed twice, at the place of its first. The same where the keys' spans are too wide to pack into
+    one integer (the frames' merge instead)."""
+    if not packed:
+        monkeypatch.setattr(semantic, "key_packing", lambda columns: None)
     t = clean(demo)
     rows, partitions = t.table("replica_assignments"), t.table("partitions")
     listed = partitions[part(ORDERS, 1)(partitions)]
