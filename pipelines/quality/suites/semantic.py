@@ -95,7 +95,7 @@ def _f_replicas(b: Build) -> Frame:
         ok.append(o)
         why.append(w)
     del flags
-    missing = _missing_replicas(b, table, which, ids, rows_key)
+    missing = _missing_replicas(b, which, ids, rows_key)
     gone = len(missing["topic_id"])
     names = ("topic_id", "topic_name", "partition_id", "broker_id", "since_offset", "directory", "directory_state",
              "offline", "offline_reason")
@@ -151,28 +151,25 @@ def _replica_flags(model: Model, broker: int, directory_text: Any, state_text: A
     return _Flags(None, consistent, directory, f"Kafka's rule says offline={expected}")
 
 
-def _int_keys(table: pd.DataFrame, which: Any) -> list[Any] | None:
-    """The ``replica_assignments`` rows' keys as int64 columns — ``which``, each row's topic id as a code, then the
-    partition and the broker —, None where those are not integers (a table with nulls in them)."""
-    ints = [table[c] for c in ("partition_id", "broker_id")]
-    if any(c.dtype.kind not in "iu" for c in ints):
-        return None
-    return [np.asarray(which, dtype=np.int64), *(c.to_numpy(dtype=np.int64) for c in ints)]
+def _int_keys(table: pd.DataFrame, which: Any) -> list[Any]:
+    """The ``replica_assignments`` rows' keys as int64 columns: ``which``, each row's topic id as a code, then the
+    partition and the broker (a null among those is refused here, as the rows' checks would refuse it)."""
+    return [np.asarray(which, dtype=np.int64),
+            *(table[c].astype("int64").to_numpy() for c in ("partition_id", "broker_id"))]
 
 
-def _repeated(table: pd.DataFrame, key: list[str], keys: list[Any] | None) -> Any:
+def _repeated(table: pd.DataFrame, key: list[str], keys: list[Any]) -> Any:
     """Whether each row repeats the key of a row before it, from the packed ``keys`` where they pack."""
-    packing = None if keys is None else key_packing([[k] for k in keys])
-    if keys is None or packing is None:
+    packing = key_packing([[k] for k in keys])
+    if packing is None:
         return table.duplicated(key, keep="first").to_numpy(dtype=bool)
     lows, spans, _ = packing
     return pd.Series(pack_keys(keys, lows, spans), copy=False).duplicated(keep="first").to_numpy()
 
 
-def _missing_replicas(b: Build, present: pd.DataFrame, which: Any, ids: Any,
-                      rows_key: list[Any] | None) -> dict[str, list[Any]]:
-    """The replicas of the current partitions (those whose registration the model could form) that have no row of
-    ``present`` (``replica_assignments``; ``which``, ``ids``: its topic ids factorized; ``rows_key``: its keys,
+def _missing_replicas(b: Build, which: Any, ids: Any, rows_key: list[Any]) -> dict[str, list[Any]]:
+    """The replicas of the current partitions (those whose registration the model could form) that have no
+    ``replica_assignments`` row (``which``, ``ids``: the rows' topic ids factorized; ``rows_key``: their keys,
     :func:`_int_keys`): key, the partition's directory for it and the partition row's offset, in the partitions
     table's order (a partition listed twice: its first place, its last values)."""
     registrations = b.partitions
@@ -206,8 +203,7 @@ def _missing_replicas(b: Build, present: pd.DataFrame, which: Any, ids: Any,
     # The rows' topics as the partitions' codes, looked up once per distinct id (-1: a topic no partition has, or
     # none), not once per row through Series.map (6 M rows at 2 M partitions).
     topic_of = np.array([*(codes.get(t, -1) for t in ids), -1], dtype=np.int64)  # a null's -1 takes the last
-    have = [topic_of[which], *(rows_key[1:] if rows_key is not None else
-                               (present[c].astype("int64").to_numpy() for c in ("partition_id", "broker_id")))]
+    have = [topic_of[which], *rows_key[1:]]
     at, broker = _absent(wanted, have)
     rows = row_of[at].tolist()
     places = (at - (np.cumsum(counts) - counts)[row_of[at]]).tolist()
